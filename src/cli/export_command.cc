@@ -1,0 +1,106 @@
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+
+#include "base/files.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "model/finding.h"
+#include "store/run_reader.h"
+
+namespace trainprof::cli {
+namespace {
+
+std::string Int(int64_t v) { return v == model::kMissing ? "" : std::to_string(v); }
+
+std::string Double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+Status Check(std::ofstream& f, const std::string& path) {
+  f.flush();
+  if (!f) return Unavailable(path + ": write failed");
+  return OkStatus();
+}
+
+}  // namespace
+
+// Writes system_metrics.csv, events.csv, steps.csv, findings.csv and data_quality.csv.
+// Missing integers are empty cells, never 0.
+Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
+  if (options.out_dir.empty()) return InvalidArgument("export csv needs --out DIR");
+  TP_ASSIGN_OR_RETURN(auto reader, store::RunReader::Open(options.run));
+  TP_RETURN_IF_ERROR(MakeDirs(options.out_dir));
+
+  std::string path = JoinPath(options.out_dir, "system_metrics.csv");
+  {
+    TP_ASSIGN_OR_RETURN(auto t, reader->SystemMetrics({}));
+    std::ofstream f(path);
+    f << "node,metric,device,timestamp_ns,value\n";
+    for (size_t i = 0; i < t.size(); ++i) {
+      f << CsvCell(t.nodes.at(t.node[i])) << ',' << CsvCell(t.metrics.at(t.metric[i])) << ','
+        << CsvCell(t.devices.at(t.device[i])) << ',' << t.timestamp_ns[i] << ','
+        << Double(t.value[i]) << '\n';
+    }
+    TP_RETURN_IF_ERROR(Check(f, path));
+    out << "wrote " << path << " (" << t.size() << " rows)\n";
+  }
+  path = JoinPath(options.out_dir, "events.csv");
+  {
+    TP_ASSIGN_OR_RETURN(auto t, reader->Events({}));
+    std::ofstream f(path);
+    f << "node,rank,pid,tid,name,category,mode,step,kind,start_ns,duration_ns,args\n";
+    for (size_t i = 0; i < t.size(); ++i) {
+      f << CsvCell(t.nodes.at(t.node[i])) << ',' << Int(t.rank[i]) << ',' << Int(t.pid[i]) << ','
+        << Int(t.tid[i]) << ',' << CsvCell(t.names.at(t.name[i])) << ','
+        << CsvCell(t.categories.at(t.category[i])) << ',' << CsvCell(t.modes.at(t.mode[i]))
+        << ',' << Int(t.step[i]) << ',' << (t.kind[i] == 0 ? "span" : "instant") << ','
+        << t.start_ns[i] << ',' << t.duration_ns[i] << ',' << CsvCell(t.args[i]) << '\n';
+    }
+    TP_RETURN_IF_ERROR(Check(f, path));
+    out << "wrote " << path << " (" << t.size() << " rows)\n";
+  }
+  path = JoinPath(options.out_dir, "steps.csv");
+  {
+    TP_ASSIGN_OR_RETURN(auto t, reader->Steps());
+    std::ofstream f(path);
+    f << "node,rank,pid,step,mode,start_ns,duration_ns,data_wait_ns,forward_ns,backward_ns,"
+         "optimizer_ns\n";
+    for (size_t i = 0; i < t.size(); ++i) {
+      f << CsvCell(t.nodes.at(t.node[i])) << ',' << Int(t.rank[i]) << ',' << Int(t.pid[i]) << ','
+        << Int(t.step[i]) << ',' << CsvCell(t.modes.at(t.mode[i])) << ',' << t.start_ns[i] << ','
+        << t.duration_ns[i] << ',' << Int(t.data_wait_ns[i]) << ',' << Int(t.forward_ns[i]) << ','
+        << Int(t.backward_ns[i]) << ',' << Int(t.optimizer_ns[i]) << '\n';
+    }
+    TP_RETURN_IF_ERROR(Check(f, path));
+    out << "wrote " << path << " (" << t.size() << " rows)\n";
+  }
+  path = JoinPath(options.out_dir, "findings.csv");
+  {
+    TP_ASSIGN_OR_RETURN(auto findings, reader->Findings());
+    std::ofstream f(path);
+    f << "rule,severity,node,device,start_ns,end_ns,message,recommendation,evidence\n";
+    for (const auto& x : findings) {
+      f << CsvCell(x.rule) << ',' << model::SeverityName(x.severity) << ',' << CsvCell(x.node)
+        << ',' << CsvCell(x.device) << ',' << x.start_ns << ',' << x.end_ns << ','
+        << CsvCell(x.message) << ',' << CsvCell(x.recommendation) << ','
+        << CsvCell(x.evidence_json) << '\n';
+    }
+    TP_RETURN_IF_ERROR(Check(f, path));
+    out << "wrote " << path << " (" << findings.size() << " rows)\n";
+  }
+  path = JoinPath(options.out_dir, "data_quality.csv");
+  {
+    TP_ASSIGN_OR_RETURN(auto counters, reader->Counters());
+    std::ofstream f(path);
+    f << "counter,value\n";
+    for (const auto& [name, value] : counters) f << CsvCell(name) << ',' << value << '\n';
+    TP_RETURN_IF_ERROR(Check(f, path));
+    out << "wrote " << path << " (" << counters.size() << " rows)\n";
+  }
+  return OkStatus();
+}
+
+}  // namespace trainprof::cli

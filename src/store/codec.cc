@@ -1,0 +1,327 @@
+#include "store/codec.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+namespace trainprof::store {
+namespace {
+
+constexpr uint8_t kMetricChunkVersion = 1;
+constexpr uint8_t kEventChunkVersion = 1;
+constexpr int kMaxDecimalExponent = 18;
+constexpr uint8_t kDecimalDelta = 0;   // m_i - m_{i-1}, zigzag varints
+constexpr uint8_t kDecimalOffset = 1;  // min(m), then m_i - min(m) varints
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+constexpr double kPow10[kMaxDecimalExponent + 1] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+    1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18};
+
+// Integers beyond 2^53 are not all representable as doubles; stay below.
+constexpr double kMaxExactInteger = 9007199254740992.0;
+
+bool SameBits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
+
+// Whether v == m / 10^e exactly (bitwise) for the m this encoder would write.
+bool DecimalExact(double v, int e, int64_t* m_out) {
+  double scaled = v * kPow10[e];
+  if (!(std::fabs(scaled) < kMaxExactInteger)) return false;
+  int64_t m = std::llround(scaled);
+  double back = e == 0 ? static_cast<double>(m) : static_cast<double>(m) / kPow10[e];
+  if (!SameBits(back, v)) return false;
+  *m_out = m;
+  return true;
+}
+
+// The smallest exponent e that represents every value exactly, or -1.
+int FindDecimalExponent(std::span<const double> values) {
+  int e = 0;
+  int64_t m = 0;
+  for (double v : values) {
+    if (!std::isfinite(v)) return -1;
+    while (!DecimalExact(v, e, &m)) {
+      if (++e > kMaxDecimalExponent) return -1;
+    }
+  }
+  for (double v : values) {
+    if (!DecimalExact(v, e, &m)) return -1;
+  }
+  return e;
+}
+
+void PutOptional(std::string* out, int64_t v) {
+  PutVarint(out, v == model::kMissing ? 0 : ZigZag(v) + 1);
+}
+
+int64_t GetOptional(ByteReader& r) {
+  uint64_t raw = r.Varint();
+  return raw == 0 ? model::kMissing : UnZigZag(raw - 1);
+}
+
+
+// A XOR of two doubles' bits, Gorilla-style but byte-aligned: one header byte holding the
+// number of zero bytes at the top (high nibble) and at the bottom (low nibble), then the bytes
+// between them. Equal neighbours cost one byte; 0x80 marks a zero XOR.
+constexpr uint8_t kXorZero = 0x80;
+
+void PutXor(std::string* out, uint64_t x) {
+  if (x == 0) {
+    out->push_back(static_cast<char>(kXorZero));
+    return;
+  }
+  int lead = std::countl_zero(x) / 8;
+  int trail = std::countr_zero(x) / 8;
+  out->push_back(static_cast<char>((lead << 4) | trail));
+  for (int byte = 7 - lead; byte >= trail; --byte) {
+    out->push_back(static_cast<char>((x >> (byte * 8)) & 0xff));
+  }
+}
+
+uint64_t GetXor(ByteReader& r) {
+  uint8_t h = r.Byte();
+  if (h == kXorZero) return 0;
+  int lead = h >> 4, trail = h & 0xf;
+  if (lead + trail > 7) {
+    r.Bytes(SIZE_MAX);  // marks the reader as failed
+    return 0;
+  }
+  uint64_t x = 0;
+  for (int byte = 7 - lead; byte >= trail; --byte) {
+    x |= static_cast<uint64_t>(r.Byte()) << (byte * 8);
+  }
+  return x;
+}
+
+}  // namespace
+
+void PutVarint(std::string* out, uint64_t v) {
+  char buf[10];
+  int n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out->append(buf, static_cast<size_t>(n));
+}
+
+std::string ZstdCompress(std::string_view raw, int level) {
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), level);
+  TP_CHECK(!ZSTD_isError(n));  // only fails on a too-small buffer, which compressBound rules out
+  out.resize(n);
+  return out;
+}
+
+StatusOr<std::string> ZstdDecompress(std::string_view compressed, size_t max_bytes) {
+  unsigned long long size = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return DataLoss("not a zstd frame with a known size");
+  }
+  if (size > max_bytes) return DataLoss("zstd frame claims " + std::to_string(size) + " bytes");
+  std::string out(static_cast<size_t>(size), '\0');
+  size_t n = ZSTD_decompress(out.data(), out.size(), compressed.data(), compressed.size());
+  if (ZSTD_isError(n) || n != size) {
+    return DataLoss(std::string("zstd: ") + (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
+  }
+  return out;
+}
+
+std::string EncodeMetricChunk(std::span<const int64_t> ts_ns, std::span<const double> values,
+                              int zstd_level) {
+  TP_CHECK(ts_ns.size() == values.size());
+  const size_t n = ts_ns.size();
+  std::string raw;
+  raw.reserve(n * 4 + 16);
+  raw.push_back(static_cast<char>(kMetricChunkVersion));
+  PutVarint(&raw, n);
+  // Timestamps: first value, first delta, then delta-of-deltas (0 for a steady sampler).
+  int64_t prev = 0, prev_delta = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 0) {
+      PutVarint(&raw, ZigZag(ts_ns[0]));
+    } else {
+      int64_t delta = ts_ns[i] - prev;
+      PutVarint(&raw, ZigZag(i == 1 ? delta : delta - prev_delta));
+      prev_delta = delta;
+    }
+    prev = ts_ns[i];
+  }
+  int e = FindDecimalExponent(values);
+  if (e >= 0) {
+    raw.push_back(static_cast<char>(ValueEncoding::kDecimal));
+    raw.push_back(static_cast<char>(e));
+    std::vector<int64_t> m(n);
+    for (size_t i = 0; i < n; ++i) DecimalExact(values[i], e, &m[i]);
+    // Slowly moving series (memory, counters) favour deltas; noisy ones (utilisation) favour
+    // offsets from the chunk's minimum. Pick whichever writes fewer varint bytes.
+    int64_t min_m = n ? *std::min_element(m.begin(), m.end()) : 0;
+    size_t delta_bytes = 0, offset_bytes = 0;
+    for (size_t i = 0; i < n; ++i) {
+      delta_bytes += VarintSize(ZigZag(m[i] - (i ? m[i - 1] : 0)));
+      offset_bytes += VarintSize(static_cast<uint64_t>(m[i] - min_m));
+    }
+    if (delta_bytes <= offset_bytes) {
+      raw.push_back(static_cast<char>(kDecimalDelta));
+      for (size_t i = 0; i < n; ++i) PutVarint(&raw, ZigZag(m[i] - (i ? m[i - 1] : 0)));
+    } else {
+      raw.push_back(static_cast<char>(kDecimalOffset));
+      PutVarint(&raw, ZigZag(min_m));
+      for (size_t i = 0; i < n; ++i) PutVarint(&raw, static_cast<uint64_t>(m[i] - min_m));
+    }
+  } else {
+    raw.push_back(static_cast<char>(ValueEncoding::kXor));
+    uint64_t prev_bits = 0;
+    for (double v : values) {
+      uint64_t bits = std::bit_cast<uint64_t>(v);
+      PutXor(&raw, bits ^ prev_bits);
+      prev_bits = bits;
+    }
+  }
+  return ZstdCompress(raw, zstd_level);
+}
+
+Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vector<int64_t>* ts_ns,
+                         std::vector<double>* values) {
+  // A varint timestamp and value take at most 20 bytes; anything larger is corrupt.
+  TP_ASSIGN_OR_RETURN(std::string raw, ZstdDecompress(blob, 32 + expected_count * 20));
+  ByteReader r(raw);
+  uint8_t version = r.Byte();
+  if (version != kMetricChunkVersion) {
+    return DataLoss("metric chunk version " + std::to_string(version) + " is not supported");
+  }
+  uint64_t n = r.Varint();
+  if (!r.ok() || n != expected_count) return DataLoss("metric chunk count mismatch");
+  size_t base = ts_ns->size();
+  ts_ns->resize(base + n);
+  values->resize(base + n);
+  int64_t* t = ts_ns->data() + base;
+  double* v = values->data() + base;
+  int64_t prev = 0, delta = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t x = UnZigZag(r.Varint());
+    if (i == 0) {
+      prev = x;
+    } else if (i == 1) {
+      delta = x;
+      prev += delta;
+    } else {
+      delta += x;
+      prev += delta;
+    }
+    t[i] = prev;
+  }
+  auto encoding = static_cast<ValueEncoding>(r.Byte());
+  if (encoding == ValueEncoding::kDecimal) {
+    int e = r.Byte();
+    if (e > kMaxDecimalExponent) return DataLoss("metric chunk decimal exponent out of range");
+    uint8_t layout = r.Byte();
+    const double scale = kPow10[e];
+    auto put = [&](uint64_t i, int64_t m) {
+      v[i] = e == 0 ? static_cast<double>(m) : static_cast<double>(m) / scale;
+    };
+    if (layout == kDecimalDelta) {
+      int64_t m = 0;
+      for (uint64_t i = 0; i < n; ++i) put(i, m += UnZigZag(r.Varint()));
+    } else if (layout == kDecimalOffset) {
+      int64_t min_m = UnZigZag(r.Varint());
+      for (uint64_t i = 0; i < n; ++i) put(i, min_m + static_cast<int64_t>(r.Varint()));
+    } else {
+      return DataLoss("metric chunk has unknown decimal layout");
+    }
+  } else if (encoding == ValueEncoding::kXor) {
+    uint64_t bits = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      bits ^= GetXor(r);
+      v[i] = std::bit_cast<double>(bits);
+    }
+  } else {
+    return DataLoss("metric chunk has unknown value encoding");
+  }
+  if (!r.ok() || !r.at_end()) {
+    ts_ns->resize(base);
+    values->resize(base);
+    return DataLoss("metric chunk is truncated or has trailing bytes");
+  }
+  return OkStatus();
+}
+
+std::string EncodeEventChunk(std::span<const EncodedEvent> events, int zstd_level) {
+  std::string raw;
+  raw.reserve(events.size() * 24 + 16);
+  raw.push_back(static_cast<char>(kEventChunkVersion));
+  PutVarint(&raw, events.size());
+  // One column after another: similar values sit together and compress well.
+  for (const auto& e : events) raw.push_back(static_cast<char>(e.kind));
+  int64_t prev = 0;
+  for (const auto& e : events) {
+    PutVarint(&raw, ZigZag(e.start_ns - prev));
+    prev = e.start_ns;
+  }
+  for (const auto& e : events) PutVarint(&raw, ZigZag(e.duration_ns));
+  for (const auto& e : events) PutVarint(&raw, e.name_id);
+  for (const auto& e : events) PutVarint(&raw, e.category_id);
+  for (const auto& e : events) PutVarint(&raw, e.mode_id);
+  for (const auto& e : events) PutOptional(&raw, e.step);
+  for (const auto& e : events) PutOptional(&raw, e.pid);
+  for (const auto& e : events) PutOptional(&raw, e.tid);
+  for (const auto& e : events) PutOptional(&raw, e.rank);
+  for (const auto& e : events) {
+    PutVarint(&raw, e.args.size());
+    raw.append(e.args);
+  }
+  return ZstdCompress(raw, zstd_level);
+}
+
+Status DecodeEventChunk(std::string_view blob, size_t expected_count,
+                        std::vector<EncodedEvent>* out) {
+  // Args are unbounded text; allow 1 MiB per event on average before calling it corrupt.
+  TP_ASSIGN_OR_RETURN(std::string raw, ZstdDecompress(blob, 64 + expected_count * (1u << 20)));
+  ByteReader r(raw);
+  uint8_t version = r.Byte();
+  if (version != kEventChunkVersion) {
+    return DataLoss("event chunk version " + std::to_string(version) + " is not supported");
+  }
+  uint64_t n = r.Varint();
+  if (!r.ok() || n != expected_count) return DataLoss("event chunk count mismatch");
+  size_t base = out->size();
+  out->resize(base + n);
+  EncodedEvent* ev = out->data() + base;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint8_t kind = r.Byte();
+    if (kind > 1) return DataLoss("event chunk has an unknown event kind");
+    ev[i].kind = static_cast<model::EventKind>(kind);
+  }
+  int64_t prev = 0;
+  for (uint64_t i = 0; i < n; ++i) ev[i].start_ns = prev += UnZigZag(r.Varint());
+  for (uint64_t i = 0; i < n; ++i) ev[i].duration_ns = UnZigZag(r.Varint());
+  for (uint64_t i = 0; i < n; ++i) ev[i].name_id = static_cast<uint32_t>(r.Varint());
+  for (uint64_t i = 0; i < n; ++i) ev[i].category_id = static_cast<uint32_t>(r.Varint());
+  for (uint64_t i = 0; i < n; ++i) ev[i].mode_id = static_cast<uint32_t>(r.Varint());
+  for (uint64_t i = 0; i < n; ++i) ev[i].step = GetOptional(r);
+  for (uint64_t i = 0; i < n; ++i) ev[i].pid = GetOptional(r);
+  for (uint64_t i = 0; i < n; ++i) ev[i].tid = GetOptional(r);
+  for (uint64_t i = 0; i < n; ++i) ev[i].rank = GetOptional(r);
+  for (uint64_t i = 0; i < n; ++i) ev[i].args = std::string(r.Bytes(r.Varint()));
+  if (!r.ok() || !r.at_end()) {
+    out->resize(base);
+    return DataLoss("event chunk is truncated or has trailing bytes");
+  }
+  return OkStatus();
+}
+
+}  // namespace trainprof::store

@@ -1,0 +1,112 @@
+#pragma once
+// Byte-level encodings used inside the store's chunks (documented in docs/store-format.md):
+// LEB128 varints, zigzag, the metric chunk (delta-of-delta timestamps + decimal-or-XOR values)
+// and the event chunk (one column after another), each compressed with zstd.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "model/event.h"
+
+namespace trainprof::store {
+
+inline uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline int64_t UnZigZag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+void PutVarint(std::string* out, uint64_t v);
+
+// Reads LEB128 varints from a byte range; remembers the first error instead of failing each
+// call, so decoders check ok() once per column.
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* begin, const uint8_t* end) : p_(begin), end_(end) {}
+  explicit ByteReader(std::string_view s)
+      : ByteReader(reinterpret_cast<const uint8_t*>(s.data()),
+                   reinterpret_cast<const uint8_t*>(s.data()) + s.size()) {}
+
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) {
+        ok_ = false;
+        return 0;
+      }
+      uint8_t b = *p_++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    ok_ = false;
+    return 0;
+  }
+  uint8_t Byte() {
+    if (p_ == end_) {
+      ok_ = false;
+      return 0;
+    }
+    return *p_++;
+  }
+  std::string_view Bytes(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) {
+      ok_ = false;
+      p_ = end_;
+      return {};
+    }
+    std::string_view out(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return out;
+  }
+  bool ok() const { return ok_; }
+  bool at_end() const { return p_ == end_; }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool ok_ = true;
+};
+
+std::string ZstdCompress(std::string_view raw, int level);
+// Refuses frames that claim more than `max_bytes` decompressed (corrupt sizes).
+StatusOr<std::string> ZstdDecompress(std::string_view compressed, size_t max_bytes);
+
+// How a metric chunk stores its values; chosen per chunk by the encoder.
+enum class ValueEncoding : uint8_t {
+  kDecimal = 0,  // value == m / 10^e exactly for integer m: delta-coded m's
+  kXor = 1,      // XOR with the previous value's bits (for values that are not short decimals)
+};
+
+// Encodes a series' samples (timestamps ascending) into one compressed blob. Lossless.
+std::string EncodeMetricChunk(std::span<const int64_t> ts_ns, std::span<const double> values,
+                              int zstd_level);
+// Appends the chunk's samples to `ts_ns` and `values`. DataLoss on any inconsistency.
+Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vector<int64_t>* ts_ns,
+                         std::vector<double>* values);
+
+// Events as stored: strings replaced by ids into the node's `strings` table (0 means "").
+struct EncodedEvent {
+  model::EventKind kind = model::EventKind::kSpan;
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+  uint32_t name_id = 0;
+  uint32_t category_id = 0;
+  uint32_t mode_id = 0;
+  int64_t step = model::kMissing;
+  int64_t pid = model::kMissing;
+  int64_t tid = model::kMissing;
+  int64_t rank = model::kMissing;
+  std::string args;
+};
+
+// Events must be sorted by start_ns.
+std::string EncodeEventChunk(std::span<const EncodedEvent> events, int zstd_level);
+Status DecodeEventChunk(std::string_view blob, size_t expected_count,
+                        std::vector<EncodedEvent>* out);
+
+}  // namespace trainprof::store

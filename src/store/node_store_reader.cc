@@ -1,0 +1,291 @@
+#include "store/node_store_reader.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "base/files.h"
+#include "store/codec.h"
+#include "store/schema.h"
+
+namespace trainprof::store {
+namespace {
+
+template <typename T>
+bool Selected(const std::vector<T>& filter, const T& value) {
+  return filter.empty() || std::find(filter.begin(), filter.end(), value) != filter.end();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<NodeStoreReader>> NodeStoreReader::Open(const std::string& path) {
+  if (!PathExists(path)) return NotFound(path + ": no such store file");
+  auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadOnly);
+  std::string warning;
+  if (!db.ok()) return db.status();
+  std::unique_ptr<NodeStoreReader> reader(new NodeStoreReader(std::move(db).value(), path));
+  auto version = CheckFormatVersion(*reader->db_);
+  if (!version.ok() && version.status().code() == StatusCode::kUnavailable) {
+    // A crashed writer left a WAL on media we cannot write (the -shm index cannot be made):
+    // open the main file as immutable, without the WAL's last flushes, and say so.
+    TP_ASSIGN_OR_RETURN(auto imm, SqliteDb::Open("file:" + path + "?immutable=1",
+                                                 SqliteDb::Mode::kReadOnly));
+    reader.reset(new NodeStoreReader(std::move(imm), path));
+    reader->warning_ = path + ": opened without its write-ahead log (" +
+                       version.status().message() + "); the last flushes may be missing";
+    version = CheckFormatVersion(*reader->db_);
+  }
+  if (!version.ok()) {
+    const Status& s = version.status();
+    if (s.code() == StatusCode::kInternal) {
+      // e.g. "no such table: meta": an SQLite file that is not ours.
+      return DataLoss(path + ": not a trainprof store (" + s.message() + ")");
+    }
+    return s;
+  }
+  reader->format_version_ = *version;
+  TP_ASSIGN_OR_RETURN(auto meta, reader->Meta());
+  auto it = meta.find("node_info");
+  if (it == meta.end()) return DataLoss(path + ": store has no node_info");
+  TP_ASSIGN_OR_RETURN(reader->info_, model::NodeInfoFromJson(it->second, path + " (node_info)"));
+  TP_RETURN_IF_ERROR(reader->LoadStrings());
+  return reader;
+}
+
+Status NodeStoreReader::LoadStrings() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare("SELECT id, text FROM strings ORDER BY id"));
+  strings_.assign(1, std::string());
+  Status status;
+  while (stmt.Step(&status)) {
+    auto id = static_cast<size_t>(stmt.Int(0));
+    if (id >= strings_.size()) strings_.resize(id + 1);
+    strings_[id] = std::string(stmt.Text(1));
+  }
+  return status;
+}
+
+const std::string* NodeStoreReader::StringById(uint32_t id) {
+  if (id >= strings_.size()) {
+    // A live writer added strings since we loaded them.
+    if (!LoadStrings().ok() || id >= strings_.size()) return nullptr;
+  }
+  return &strings_[id];
+}
+
+StatusOr<std::map<std::string, std::string>> NodeStoreReader::Meta() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare("SELECT key, value FROM meta"));
+  std::map<std::string, std::string> out;
+  Status status;
+  while (stmt.Step(&status)) out[std::string(stmt.Text(0))] = std::string(stmt.Text(1));
+  TP_RETURN_IF_ERROR(status);
+  return out;
+}
+
+StatusOr<std::vector<SeriesInfo>> NodeStoreReader::ListSeries() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare(
+      "SELECT s.id, s.metric, s.device, coalesce(sum(c.count), 0), min(c.first_ns), "
+      "max(c.last_ns) FROM series s LEFT JOIN metric_chunks c ON c.series_id = s.id "
+      "GROUP BY s.id ORDER BY s.metric, s.device"));
+  std::vector<SeriesInfo> out;
+  Status status;
+  while (stmt.Step(&status)) {
+    SeriesInfo s;
+    s.id = stmt.Int(0);
+    s.metric = std::string(stmt.Text(1));
+    s.device = std::string(stmt.Text(2));
+    s.count = stmt.Int(3);
+    s.first_ns = stmt.Int(4);
+    s.last_ns = stmt.Int(5);
+    out.push_back(std::move(s));
+  }
+  TP_RETURN_IF_ERROR(status);
+  return out;
+}
+
+Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
+                                    ReadProblems* problems) {
+  if (!Selected(query.nodes, info_.node)) return OkStatus();
+  TP_ASSIGN_OR_RETURN(SqliteStmt series, db_->Prepare("SELECT id, metric, device FROM series"));
+  struct Wanted {
+    int64_t id;
+    int32_t metric_code, device_code;
+  };
+  std::vector<Wanted> wanted;
+  Status status;
+  while (series.Step(&status)) {
+    std::string metric(series.Text(1)), device(series.Text(2));
+    if (!Selected(query.metrics, metric) || !Selected(query.devices, device)) continue;
+    wanted.push_back({series.Int(0), out->metrics.Code(metric), out->devices.Code(device)});
+  }
+  TP_RETURN_IF_ERROR(status);
+  if (wanted.empty()) return OkStatus();
+  int32_t node_code = out->nodes.Code(info_.node);
+
+  // One read transaction for all series: a consistent snapshot even while the writer seals.
+  TP_RETURN_IF_ERROR(db_->Exec("BEGIN"));
+  TP_ASSIGN_OR_RETURN(SqliteStmt chunks, db_->Prepare(
+      "SELECT id, count, data FROM metric_chunks WHERE series_id = ? AND last_ns >= ? "
+      "AND first_ns < ? ORDER BY first_ns"));
+  for (const Wanted& w : wanted) {
+    chunks.Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
+    size_t series_begin = out->value.size();
+    while (chunks.Step(&status)) {
+      size_t before = out->value.size();
+      Status s = DecodeMetricChunk(chunks.Blob(2), static_cast<size_t>(chunks.Int(1)),
+                                   &out->timestamp_ns, &out->value);
+      if (!s.ok()) {
+        problems->Add(path_ + ": metric chunk " + std::to_string(chunks.Int(0)) + ": " +
+                      s.message());
+        continue;
+      }
+      // Trim to the window; only the boundary chunks have anything to drop.
+      const int64_t* ts = out->timestamp_ns.data();
+      size_t keep = before;
+      for (size_t i = before; i < out->value.size(); ++i) {
+        if (ts[i] >= query.start_ns && ts[i] < query.end_ns) {
+          out->timestamp_ns[keep] = out->timestamp_ns[i];
+          out->value[keep] = out->value[i];
+          ++keep;
+        }
+      }
+      out->timestamp_ns.resize(keep);
+      out->value.resize(keep);
+    }
+    chunks.Reset();
+    if (!status.ok()) {
+      problems->Add(status.message());
+      status = OkStatus();
+    }
+    size_t added = out->value.size() - series_begin;
+    out->node.insert(out->node.end(), added, node_code);
+    out->metric.insert(out->metric.end(), added, w.metric_code);
+    out->device.insert(out->device.end(), added, w.device_code);
+  }
+  (void)db_->Exec("COMMIT");
+  return OkStatus();
+}
+
+Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out,
+                                   ReadProblems* problems, int64_t after_chunk_id,
+                                   int64_t* max_chunk_id) {
+  if (!Selected(query.nodes, info_.node)) return OkStatus();
+  TP_ASSIGN_OR_RETURN(SqliteStmt chunks, db_->Prepare(
+      "SELECT id, count, data FROM event_chunks WHERE id > ? AND first_start_ns < ? "
+      "AND max_end_ns >= ? ORDER BY first_start_ns, id"));
+  chunks.Bind(1, after_chunk_id).Bind(2, query.end_ns).Bind(3, query.start_ns);
+  int32_t node_code = out->nodes.Code(info_.node);
+  std::vector<EncodedEvent> decoded;
+  // Resolve filters to string ids once per chunk batch; -1 marks "any".
+  Status status;
+  while (chunks.Step(&status)) {
+    int64_t chunk_id = chunks.Int(0);
+    if (max_chunk_id) *max_chunk_id = std::max(*max_chunk_id, chunk_id);
+    decoded.clear();
+    Status s = DecodeEventChunk(chunks.Blob(2), static_cast<size_t>(chunks.Int(1)), &decoded);
+    if (!s.ok()) {
+      problems->Add(path_ + ": event chunk " + std::to_string(chunk_id) + ": " + s.message());
+      continue;
+    }
+    for (EncodedEvent& e : decoded) {
+      int64_t end = e.start_ns + std::max<int64_t>(0, e.duration_ns);
+      if (!(e.start_ns < query.end_ns && end >= query.start_ns)) continue;
+      const std::string* name = StringById(e.name_id);
+      const std::string* category = StringById(e.category_id);
+      const std::string* mode = StringById(e.mode_id);
+      if (!name || !category || !mode) {
+        problems->Add(path_ + ": event chunk " + std::to_string(chunk_id) +
+                      ": refers to an unknown string id");
+        continue;
+      }
+      if (!Selected(query.names, *name) || !Selected(query.categories, *category) ||
+          !Selected(query.ranks, e.rank)) {
+        continue;
+      }
+      out->node.push_back(node_code);
+      out->name.push_back(out->names.Code(*name));
+      out->category.push_back(out->categories.Code(*category));
+      out->mode.push_back(out->modes.Code(*mode));
+      out->kind.push_back(static_cast<uint8_t>(e.kind));
+      out->rank.push_back(e.rank);
+      out->pid.push_back(e.pid);
+      out->tid.push_back(e.tid);
+      out->step.push_back(e.step);
+      out->start_ns.push_back(e.start_ns);
+      out->duration_ns.push_back(e.duration_ns);
+      out->args.push_back(std::move(e.args));
+    }
+  }
+  if (!status.ok()) problems->Add(status.message());
+  return OkStatus();
+}
+
+StatusOr<std::vector<model::Finding>> NodeStoreReader::Findings() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare(
+      "SELECT rule, severity, node, device, start_ns, end_ns, message, recommendation, evidence "
+      "FROM findings ORDER BY start_ns, id"));
+  std::vector<model::Finding> out;
+  Status status;
+  while (stmt.Step(&status)) {
+    model::Finding f;
+    f.rule = std::string(stmt.Text(0));
+    if (!model::ParseSeverity(std::string(stmt.Text(1)), &f.severity)) {
+      f.severity = model::Severity::kWarning;
+    }
+    f.node = std::string(stmt.Text(2));
+    f.device = std::string(stmt.Text(3));
+    f.start_ns = stmt.Int(4);
+    f.end_ns = stmt.Int(5);
+    f.message = std::string(stmt.Text(6));
+    f.recommendation = std::string(stmt.Text(7));
+    f.evidence_json = std::string(stmt.Text(8));
+    out.push_back(std::move(f));
+  }
+  TP_RETURN_IF_ERROR(status);
+  return out;
+}
+
+StatusOr<std::map<std::string, int64_t>> NodeStoreReader::Counters() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare("SELECT name, value FROM counters"));
+  std::map<std::string, int64_t> out;
+  Status status;
+  while (stmt.Step(&status)) out[std::string(stmt.Text(0))] = stmt.Int(1);
+  TP_RETURN_IF_ERROR(status);
+  return out;
+}
+
+StatusOr<std::vector<Annotation>> NodeStoreReader::Annotations() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt,
+                      db_->Prepare("SELECT ts_ns, key, value FROM annotations ORDER BY ts_ns, id"));
+  std::vector<Annotation> out;
+  Status status;
+  while (stmt.Step(&status)) {
+    out.push_back({stmt.Int(0), std::string(stmt.Text(1)), std::string(stmt.Text(2))});
+  }
+  TP_RETURN_IF_ERROR(status);
+  return out;
+}
+
+StatusOr<std::optional<int64_t>> NodeStoreReader::LatestTimestampNs() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare(
+      "SELECT (SELECT max(last_ns) FROM metric_chunks), (SELECT max(max_end_ns) FROM "
+      "event_chunks)"));
+  Status status;
+  std::optional<int64_t> latest;
+  if (stmt.Step(&status)) {
+    for (int col = 0; col < 2; ++col) {
+      if (!stmt.IsNull(col)) latest = std::max(latest.value_or(INT64_MIN), stmt.Int(col));
+    }
+  }
+  TP_RETURN_IF_ERROR(status);
+  return latest;
+}
+
+StatusOr<int64_t> NodeStoreReader::EventCount() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt,
+                      db_->Prepare("SELECT coalesce(sum(count), 0) FROM event_chunks"));
+  Status status;
+  int64_t n = stmt.Step(&status) ? stmt.Int(0) : 0;
+  TP_RETURN_IF_ERROR(status);
+  return n;
+}
+
+}  // namespace trainprof::store

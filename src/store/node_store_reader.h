@@ -1,0 +1,76 @@
+#pragma once
+// Reads one node's store, while its writer runs or after. Every query runs in its own SQLite
+// read transaction, so a live reader sees each committed flush (within the flush interval).
+// Corrupt chunks are skipped and reported through ReadProblems; the rest stays readable.
+// Threads: one reader per thread.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/finding.h"
+#include "model/run_metadata.h"
+#include "store/sqlite_db.h"
+#include "store/tables.h"
+
+namespace trainprof::store {
+
+struct SeriesInfo {
+  int64_t id = 0;
+  std::string metric;
+  std::string device;
+  int64_t count = 0;
+  int64_t first_ns = 0;
+  int64_t last_ns = 0;
+};
+
+struct Annotation {
+  int64_t ts_ns = 0;
+  std::string key;
+  std::string value;
+};
+
+class NodeStoreReader {
+ public:
+  static StatusOr<std::unique_ptr<NodeStoreReader>> Open(const std::string& path);
+
+  const std::string& node() const { return info_.node; }
+  const model::NodeInfo& info() const { return info_; }
+  const std::string& path() const { return path_; }
+  int format_version() const { return format_version_; }
+  // Set when a leftover write-ahead log could not be read (read-only media after a crash).
+  const std::string& warning() const { return warning_; }
+
+  StatusOr<std::vector<SeriesInfo>> ListSeries();
+  // Appends matching samples to `out`, coding this node as `node_code` in out->nodes.
+  Status ReadMetrics(const MetricQuery& query, MetricTable* out, ReadProblems* problems);
+  // Appends matching events; with `after_chunk_id`, only chunks with a larger id (for tailing),
+  // and *max_chunk_id receives the largest id seen.
+  Status ReadEvents(const EventQuery& query, EventTable* out, ReadProblems* problems,
+                    int64_t after_chunk_id = 0, int64_t* max_chunk_id = nullptr);
+  StatusOr<std::vector<model::Finding>> Findings();
+  StatusOr<std::map<std::string, int64_t>> Counters();
+  StatusOr<std::vector<Annotation>> Annotations();
+  StatusOr<std::map<std::string, std::string>> Meta();
+  // Latest sample or event end in the store; nullopt when it holds none.
+  StatusOr<std::optional<int64_t>> LatestTimestampNs();
+  StatusOr<int64_t> EventCount();
+
+ private:
+  NodeStoreReader(std::unique_ptr<SqliteDb> db, std::string path)
+      : db_(std::move(db)), path_(std::move(path)) {}
+  Status LoadStrings();
+  const std::string* StringById(uint32_t id);
+
+  std::unique_ptr<SqliteDb> db_;
+  std::string path_;
+  model::NodeInfo info_;
+  int format_version_ = 0;
+  std::string warning_;
+  std::vector<std::string> strings_;  // by id; [0] is ""
+};
+
+}  // namespace trainprof::store

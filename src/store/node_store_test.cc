@@ -1,0 +1,339 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "base/files.h"
+#include "base/time.h"
+#include "store/node_store_reader.h"
+#include "store/node_store_writer.h"
+#include "store/store_test_util.h"
+
+namespace trainprof::store {
+namespace {
+
+using testing::MakeTempDir;
+using testing::TestNode;
+
+constexpr int64_t kT0 = 1'700'000'000'000'000'000;
+
+TEST(NodeStoreTest, WritesAndReadsMetricsEventsFindingsCounters) {
+  std::string path = MakeTempDir() + "/n/store.sqlite";
+  {
+    WriterOptions opts;
+    opts.seal_values = 100;  // exercise tails and seals
+    auto w = NodeStoreWriter::Open(path, TestNode(), opts);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    SeriesId cpu = (*w)->Series("cpu_utilization_ratio", "total");
+    SeriesId mem = (*w)->Series("memory_used_bytes", "");
+    for (int i = 0; i < 250; ++i) {
+      (*w)->Append(cpu, kT0 + i * 100'000'000LL, (i % 100) / 100.0);
+      (*w)->Append(mem, kT0 + i * 100'000'000LL, 1e9 + i);
+      if (i % 30 == 0) {
+        ASSERT_TRUE((*w)->Flush().ok());
+      }
+    }
+    model::Event step;
+    step.name = "step";
+    step.category = "step";
+    step.mode = "train";
+    step.start_ns = kT0;
+    step.duration_ns = 5'000'000;
+    step.step = 1;
+    step.pid = 42;
+    (*w)->AppendEvent(step);
+    model::Event mark;
+    mark.kind = model::EventKind::kInstant;
+    mark.name = "download_start";
+    mark.category = "mark";
+    mark.start_ns = kT0 + 1;
+    (*w)->AppendEvent(mark);
+    model::Finding f;
+    f.rule = "StepOutlier";
+    f.node = "node0";
+    f.start_ns = kT0;
+    f.end_ns = kT0 + 10;
+    f.message = "step 7 took 3x the median";
+    (*w)->AddFinding(f);
+    (*w)->AddCounter("parse_errors", 2);
+    (*w)->AddCounter("parse_errors", 3);
+    (*w)->Annotate(kT0, "note", "hello");
+    ASSERT_TRUE((*w)->Close().ok());
+    EXPECT_EQ((*w)->stats().values_written, 500);
+  }
+  EXPECT_FALSE(PathExists(path + "-wal"));  // a closed store is one file
+
+  auto r = NodeStoreReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->node(), "node0");
+  EXPECT_EQ((*r)->info().cpu_cores, 32);
+  MetricTable t;
+  ReadProblems problems;
+  MetricQuery q;
+  q.metrics = {"cpu_utilization_ratio"};
+  ASSERT_TRUE((*r)->ReadMetrics(q, &t, &problems).ok());
+  ASSERT_EQ(t.size(), 250u);
+  EXPECT_EQ(problems.corrupt_chunks, 0);
+  for (size_t i = 0; i < t.size(); ++i) {
+    EXPECT_EQ(t.timestamp_ns[i], kT0 + static_cast<int64_t>(i) * 100'000'000LL);
+    EXPECT_DOUBLE_EQ(t.value[i], static_cast<double>(i % 100) / 100.0);
+  }
+  EXPECT_EQ(t.metrics.at(t.metric[0]), "cpu_utilization_ratio");
+  EXPECT_EQ(t.devices.at(t.device[0]), "total");
+
+  // Time window: [start, end).
+  MetricTable w;
+  q.start_ns = kT0 + 10 * 100'000'000LL;
+  q.end_ns = kT0 + 20 * 100'000'000LL;
+  ASSERT_TRUE((*r)->ReadMetrics(q, &w, &problems).ok());
+  EXPECT_EQ(w.size(), 10u);
+
+  EventTable ev;
+  ASSERT_TRUE((*r)->ReadEvents({}, &ev, &problems).ok());
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev.names.at(ev.name[0]), "step");
+  EXPECT_EQ(ev.step[0], 1);
+  EXPECT_EQ(ev.rank[0], model::kMissing);
+  EXPECT_EQ(ev.kind[1], static_cast<uint8_t>(model::EventKind::kInstant));
+
+  auto findings = (*r)->Findings();
+  ASSERT_TRUE(findings.ok());
+  ASSERT_EQ(findings->size(), 1u);
+  EXPECT_EQ((*findings)[0].rule, "StepOutlier");
+  auto counters = (*r)->Counters();
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->at("parse_errors"), 5);
+  auto latest = (*r)->LatestTimestampNs();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(**latest, kT0 + 249 * 100'000'000LL);
+  auto series = (*r)->ListSeries();
+  ASSERT_TRUE(series.ok());
+  ASSERT_EQ(series->size(), 2u);
+  EXPECT_EQ((*series)[0].count, 250);
+}
+
+TEST(NodeStoreTest, ReopenAppendsToExistingStore) {
+  std::string path = MakeTempDir() + "/store.sqlite";
+  for (int round = 0; round < 2; ++round) {
+    auto w = NodeStoreWriter::Open(path, TestNode());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    SeriesId s = (*w)->Series(round == 0 ? "a" : "b", "");
+    SeriesId a = (*w)->Series("a", "");
+    (*w)->Append(a, kT0 + round, 1.0);
+    (*w)->Append(s, kT0 + 10 + round, 2.0);
+    model::Event e;
+    e.name = round == 0 ? "x" : "y";
+    (*w)->AppendEvent(e);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  auto r = NodeStoreReader::Open(path);
+  ASSERT_TRUE(r.ok());
+  MetricTable t;
+  ReadProblems p;
+  ASSERT_TRUE((*r)->ReadMetrics({}, &t, &p).ok());
+  EXPECT_EQ(t.size(), 4u);
+  EventTable ev;
+  ASSERT_TRUE((*r)->ReadEvents({}, &ev, &p).ok());
+  ASSERT_EQ(ev.size(), 2u);
+}
+
+TEST(NodeStoreTest, LiveReaderSeesDataWithinTwoSeconds) {
+  std::string path = MakeTempDir() + "/store.sqlite";
+  WriterOptions opts;
+  opts.auto_flush_interval_ns = 200 * kNanosPerMilli;
+  auto w = NodeStoreWriter::Open(path, TestNode(), opts);
+  ASSERT_TRUE(w.ok());
+  auto r = NodeStoreReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  SeriesId s = (*w)->Series("m", "");
+  int64_t appended_at = MonotonicNowNs();
+  (*w)->Append(s, kT0, 3.5);
+  model::Event e;
+  e.name = "late";
+  e.start_ns = kT0;
+  (*w)->AppendEvent(e);
+  bool seen = false;
+  while (MonotonicNowNs() - appended_at < 2 * kNanosPerSecond) {
+    MetricTable t;
+    EventTable ev;
+    ReadProblems p;
+    ASSERT_TRUE((*r)->ReadMetrics({}, &t, &p).ok());
+    ASSERT_TRUE((*r)->ReadEvents({}, &ev, &p).ok());
+    if (t.size() == 1 && ev.size() == 1) {
+      EXPECT_EQ(ev.names.at(ev.name[0]), "late");  // strings added after the reader opened
+      seen = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(NodeStoreTest, BadFilesGiveClearErrors) {
+  std::string dir = MakeTempDir();
+  auto missing = NodeStoreReader::Open(dir + "/nope.sqlite");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("nope.sqlite"), std::string::npos);
+
+  std::string junk = dir + "/junk.sqlite";
+  ASSERT_TRUE(WriteFileAtomically(junk, std::string(10000, 'x')).ok());
+  auto bad = NodeStoreReader::Open(junk);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("junk.sqlite"), std::string::npos);
+
+  std::string empty = dir + "/empty.sqlite";
+  ASSERT_TRUE(WriteFileAtomically(empty, "").ok());
+  auto e = NodeStoreReader::Open(empty);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("empty.sqlite"), std::string::npos);
+}
+
+TEST(NodeStoreTest, NewerFormatVersionIsRefused) {
+  std::string path = MakeTempDir() + "/store.sqlite";
+  {
+    auto w = NodeStoreWriter::Open(path, TestNode());
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  {
+    auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("UPDATE meta SET value = '99' WHERE key = 'format_version'").ok());
+  }
+  auto r = NodeStoreReader::Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("99"), std::string::npos);
+  EXPECT_NE(r.status().message().find(path), std::string::npos);
+}
+
+TEST(NodeStoreTest, CorruptChunkIsSkippedAndCountedTheRestReads) {
+  std::string path = MakeTempDir() + "/store.sqlite";
+  {
+    auto w = NodeStoreWriter::Open(path, TestNode());
+    ASSERT_TRUE(w.ok());
+    SeriesId a = (*w)->Series("a", "");
+    SeriesId b = (*w)->Series("b", "");
+    (*w)->Append(a, kT0, 1.0);
+    (*w)->Append(b, kT0, 2.0);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  {
+    auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("UPDATE metric_chunks SET data = x'deadbeef' WHERE series_id = 1").ok());
+  }
+  auto r = NodeStoreReader::Open(path);
+  ASSERT_TRUE(r.ok());
+  MetricTable t;
+  ReadProblems p;
+  ASSERT_TRUE((*r)->ReadMetrics({}, &t, &p).ok());
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(p.corrupt_chunks, 1);
+  ASSERT_FALSE(p.messages.empty());
+  EXPECT_NE(p.messages[0].find("metric chunk"), std::string::npos);
+}
+
+TEST(NodeStoreTest, TruncatedStoreNeverCrashesTheReader) {
+  std::string dir = MakeTempDir();
+  std::string path = dir + "/store.sqlite";
+  {
+    WriterOptions opts;
+    opts.seal_values = 64;
+    auto w = NodeStoreWriter::Open(path, TestNode(), opts);
+    ASSERT_TRUE(w.ok());
+    for (int s = 0; s < 50; ++s) {
+      SeriesId id = (*w)->Series("m" + std::to_string(s), "");
+      for (int i = 0; i < 2000; ++i) (*w)->Append(id, kT0 + i, i * 1.37);
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  auto full = ReadFileToString(path);
+  ASSERT_TRUE(full.ok());
+  for (double fraction : {0.9, 0.5, 0.1}) {
+    std::string cut = dir + "/cut.sqlite";
+    ASSERT_TRUE(WriteFileAtomically(cut, full->substr(0, static_cast<size_t>(
+                                              static_cast<double>(full->size()) * fraction)))
+                    .ok());
+    auto r = NodeStoreReader::Open(cut);
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("cut.sqlite"), std::string::npos);
+      continue;
+    }
+    MetricTable t;
+    ReadProblems p;
+    EXPECT_TRUE((*r)->ReadMetrics({}, &t, &p).ok());
+    EXPECT_LE(t.size(), 100000u);
+  }
+}
+
+// The durability contract: a writer killed with SIGKILL loses at most the unflushed interval
+// and leaves a store the reader opens. The writer is a separate process (store_crash_writer)
+// that reports on stdout how many values each completed flush made durable.
+TEST(NodeStoreTest, SurvivesSigkillOfTheWriter) {
+  std::string dir = MakeTempDir();
+  std::string path = dir + "/nodes/n0/store.sqlite";
+  std::string binary = std::string(TRAINPROF_BINARY_DIR) + "/src/store/store_crash_writer";
+  int out_pipe[2];
+  ASSERT_EQ(pipe(out_pipe), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out_pipe[1], 1);
+    close(out_pipe[0]);
+    execl(binary.c_str(), binary.c_str(), path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  FILE* out = fdopen(out_pipe[0], "r");
+  long long durable_values = 0, durable_events = 0;
+  int flushes = 0;
+  char line[256];
+  while (flushes < 3 && fgets(line, sizeof line, out)) {
+    if (std::sscanf(line, "flushed %lld %lld", &durable_values, &durable_events) == 2) ++flushes;
+  }
+  ASSERT_EQ(flushes, 3) << "crash writer did not report flushes";
+  // Let it write into the next interval, then kill it mid-stream.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  // Drain what it reported before dying: those flushes completed too.
+  while (fgets(line, sizeof line, out)) {
+    long long v = 0, e = 0;
+    if (std::sscanf(line, "flushed %lld %lld", &v, &e) == 2) {
+      durable_values = v;
+      durable_events = e;
+    }
+  }
+  fclose(out);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  ASSERT_TRUE(WIFSIGNALED(wstatus));
+  EXPECT_EQ(WTERMSIG(wstatus), SIGKILL);
+
+  auto r = NodeStoreReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  MetricTable t;
+  ReadProblems p;
+  ASSERT_TRUE((*r)->ReadMetrics({}, &t, &p).ok());
+  EventTable ev;
+  ASSERT_TRUE((*r)->ReadEvents({}, &ev, &p).ok());
+  EXPECT_EQ(p.corrupt_chunks, 0);
+  EXPECT_GE(static_cast<long long>(t.size()), durable_values);
+  EXPECT_GE(static_cast<long long>(ev.size()), durable_events);
+  // And nothing beyond what was appended: values are 0, 1, 2... per series, in order.
+  for (size_t i = 1; i < t.size(); ++i) {
+    if (t.metric[i] == t.metric[i - 1]) {
+      EXPECT_EQ(t.value[i], t.value[i - 1] + 1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainprof::store

@@ -1,0 +1,407 @@
+#include "store/node_store_writer.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "base/files.h"
+#include "base/logging.h"
+#include "base/time.h"
+#include "model/data_quality.h"
+#include "store/codec.h"
+#include "store/schema.h"
+#include "trainprof/version.h"
+
+namespace trainprof::store {
+
+struct NodeStoreWriter::Pending {
+  struct Chunk {
+    SeriesId series = 0;
+    std::vector<int64_t> ts_ns;
+    std::vector<double> values;
+    bool sealed = false;
+    std::vector<int64_t> delete_ids;  // tails a sealed chunk replaces
+    int64_t new_id = 0;               // rowid once written
+  };
+  std::vector<Chunk> chunks;
+  std::vector<std::pair<SeriesId, std::pair<std::string, std::string>>> new_series;
+  std::vector<model::Event> events;
+  std::vector<model::Finding> findings;
+  std::map<std::string, int64_t> counters;
+  std::vector<std::tuple<int64_t, std::string, std::string>> annotations;
+  std::map<std::string, std::string> meta;
+  int64_t value_count = 0;
+};
+
+NodeStoreWriter::NodeStoreWriter(std::unique_ptr<SqliteDb> db, std::string path,
+                                 WriterOptions options)
+    : db_(std::move(db)), path_(std::move(path)), options_(options) {}
+
+StatusOr<std::unique_ptr<NodeStoreWriter>> NodeStoreWriter::Open(const std::string& path,
+                                                                  const model::NodeInfo& node,
+                                                                  const WriterOptions& options) {
+  size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) TP_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
+  TP_ASSIGN_OR_RETURN(auto db, SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate));
+  std::unique_ptr<NodeStoreWriter> writer(new NodeStoreWriter(std::move(db), path, options));
+  TP_RETURN_IF_ERROR(writer->Initialize(node));
+  if (options.auto_flush_interval_ns > 0) {
+    writer->flusher_ = std::thread([w = writer.get()] { w->AutoFlushLoop(); });
+  }
+  return writer;
+}
+
+Status NodeStoreWriter::Initialize(const model::NodeInfo& node) {
+  TP_RETURN_IF_ERROR(db_->Exec("PRAGMA journal_mode = WAL"));
+  // FULL: each flush's commit is on disk when Flush returns, so even a power cut loses at most
+  // one flush interval. One fsync per second is cheap.
+  TP_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = FULL"));
+  TP_RETURN_IF_ERROR(CreateSchema(*db_));
+  TP_RETURN_IF_ERROR(CheckFormatVersion(*db_).status());
+
+  // Reopening to append: continue the series and string ids already stored.
+  TP_ASSIGN_OR_RETURN(SqliteStmt series, db_->Prepare("SELECT id, metric, device FROM series ORDER BY id"));
+  Status status;
+  while (series.Step(&status)) {
+    auto id = static_cast<SeriesId>(series.Int(0));
+    if (id != series_keys_.size() + 1) return DataLoss(path_ + ": series ids are not dense");
+    std::pair<std::string, std::string> key{std::string(series.Text(1)),
+                                            std::string(series.Text(2))};
+    series_ids_[key] = id;
+    series_keys_.push_back(key);
+    series_.emplace_back();
+  }
+  TP_RETURN_IF_ERROR(status);
+  TP_ASSIGN_OR_RETURN(SqliteStmt strings, db_->Prepare("SELECT id, text FROM strings"));
+  while (strings.Step(&status)) {
+    string_ids_[std::string(strings.Text(1))] = static_cast<uint32_t>(strings.Int(0));
+  }
+  TP_RETURN_IF_ERROR(status);
+
+  meta_["node"] = node.node;
+  meta_["node_info"] = model::NodeInfoToJson(node);
+  meta_["trainprof_version"] = kVersion;
+  meta_.emplace("created_ns", std::to_string(WallNowNs()));
+  return Flush();
+}
+
+NodeStoreWriter::~NodeStoreWriter() {
+  Status s = Close();
+  if (!s.ok()) TP_LOG_ERROR("closing store: " + s.message());
+}
+
+SeriesId NodeStoreWriter::Series(const std::string& metric, const std::string& device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_pair(metric, device);
+  auto it = series_ids_.find(key);
+  if (it != series_ids_.end()) return it->second;
+  auto id = static_cast<SeriesId>(series_keys_.size() + 1);
+  series_ids_.emplace(key, id);
+  series_keys_.push_back(std::move(key));
+  series_.emplace_back();
+  return id;
+}
+
+void NodeStoreWriter::Append(SeriesId series, int64_t ts_ns, double value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TP_CHECK(series >= 1 && series <= series_.size());
+  if (buffered_values_ >= options_.max_buffered_values) {
+    ++stats_.dropped_values;
+    return;
+  }
+  SeriesBuffer& buf = series_[series - 1];
+  buf.ts_ns.push_back(ts_ns);
+  buf.values.push_back(value);
+  ++buffered_values_;
+}
+
+void NodeStoreWriter::AppendEvent(model::Event event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int64_t>(events_.size()) >= options_.max_buffered_events) {
+    ++stats_.dropped_events;
+    return;
+  }
+  events_.push_back(std::move(event));
+}
+
+void NodeStoreWriter::AddFinding(model::Finding finding) {
+  std::lock_guard<std::mutex> lock(mu_);
+  findings_.push_back(std::move(finding));
+}
+
+void NodeStoreWriter::AddCounter(const std::string& name, int64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_[name] += delta;
+}
+
+void NodeStoreWriter::Annotate(int64_t ts_ns, std::string key, std::string value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  annotations_.emplace_back(ts_ns, std::move(key), std::move(value));
+}
+
+void NodeStoreWriter::SetMeta(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  meta_[key] = value;
+}
+
+WriterStats NodeStoreWriter::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+StatusOr<uint32_t> NodeStoreWriter::StringIdLocked(const std::string& text) {
+  if (text.empty()) return 0u;
+  auto it = string_ids_.find(text);
+  if (it != string_ids_.end()) return it->second;
+  auto id = static_cast<uint32_t>(string_ids_.size() + 1);
+  TP_ASSIGN_OR_RETURN(SqliteStmt insert,
+                      db_->Prepare("INSERT INTO strings(id, text) VALUES(?, ?)"));
+  TP_RETURN_IF_ERROR(insert.Bind(1, static_cast<int64_t>(id)).Bind(2, text).Run());
+  string_ids_.emplace(text, id);
+  return id;
+}
+
+Status NodeStoreWriter::Flush() {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  if (closed_) return FailedPrecondition(path_ + ": store is closed");
+  Pending pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (SeriesId id = 1; id <= series_.size(); ++id) {
+      SeriesBuffer& buf = series_[id - 1];
+      if (buf.ts_ns.size() == buf.flushed) continue;
+      Pending::Chunk chunk;
+      chunk.series = id;
+      if (static_cast<int64_t>(buf.ts_ns.size()) >= options_.seal_values) {
+        chunk.sealed = true;
+        chunk.ts_ns = std::move(buf.ts_ns);
+        chunk.values = std::move(buf.values);
+        chunk.delete_ids = std::move(buf.tail_ids);
+        buffered_values_ -= static_cast<int64_t>(chunk.ts_ns.size());
+        pending.value_count += static_cast<int64_t>(chunk.ts_ns.size() - buf.flushed);
+        buf = SeriesBuffer();
+      } else {
+        chunk.ts_ns.assign(buf.ts_ns.begin() + static_cast<ptrdiff_t>(buf.flushed), buf.ts_ns.end());
+        chunk.values.assign(buf.values.begin() + static_cast<ptrdiff_t>(buf.flushed),
+                            buf.values.end());
+        pending.value_count += static_cast<int64_t>(chunk.ts_ns.size());
+        buf.flushed = buf.ts_ns.size();
+      }
+      pending.chunks.push_back(std::move(chunk));
+    }
+    pending.events.swap(events_);
+    pending.findings.swap(findings_);
+    pending.counters.swap(counters_);
+    pending.annotations.swap(annotations_);
+    pending.meta.swap(meta_);
+    if (stats_.dropped_values > 0) {
+      pending.counters[model::dq::kDroppedSamples] += stats_.dropped_values;
+    }
+    if (stats_.dropped_events > 0) {
+      pending.counters[model::dq::kDroppedEvents] += stats_.dropped_events;
+    }
+    stats_.dropped_values = stats_.dropped_events = 0;
+  }
+  Status status = WriteLocked(pending, /*seal_all=*/false);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.flushes;
+  if (status.ok()) {
+    for (const auto& chunk : pending.chunks) {
+      if (!chunk.sealed) series_[chunk.series - 1].tail_ids.push_back(chunk.new_id);
+    }
+    stats_.values_written += pending.value_count;
+    stats_.events_written += static_cast<int64_t>(pending.events.size());
+  } else {
+    // The batch is lost; count it so the loss shows up in the run's data quality.
+    ++stats_.write_errors;
+    stats_.dropped_values += pending.value_count;
+    stats_.dropped_events += static_cast<int64_t>(pending.events.size());
+    counters_[model::dq::kWriteErrors] += 1;
+    TP_LOG_ONCE(LogLevel::kWarning,
+                "store writes are failing (" + status.message() +
+                    "); recording continues and counts what is lost");
+  }
+  return status;
+}
+
+Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
+  (void)seal_all;
+  TP_RETURN_IF_ERROR(db_->Exec("BEGIN IMMEDIATE"));
+  auto body = [&]() -> Status {
+    // New series rows, so that readers can name every chunk's series.
+    TP_ASSIGN_OR_RETURN(SqliteStmt count_series, db_->Prepare("SELECT count(*) FROM series"));
+    Status status;
+    int64_t stored_series = count_series.Step(&status) ? count_series.Int(0) : 0;
+    TP_RETURN_IF_ERROR(status);
+    std::vector<std::pair<std::string, std::string>> keys;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      keys.assign(series_keys_.begin() + stored_series, series_keys_.end());
+    }
+    if (!keys.empty()) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt ins,
+                          db_->Prepare("INSERT INTO series(id, metric, device) VALUES(?, ?, ?)"));
+      for (size_t i = 0; i < keys.size(); ++i) {
+        TP_RETURN_IF_ERROR(ins.Bind(1, stored_series + static_cast<int64_t>(i) + 1)
+                               .Bind(2, keys[i].first)
+                               .Bind(3, keys[i].second)
+                               .Run());
+      }
+    }
+    if (!pending.chunks.empty()) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
+          "INSERT INTO metric_chunks(series_id, first_ns, last_ns, count, sealed, data) "
+          "VALUES(?, ?, ?, ?, ?, ?)"));
+      TP_ASSIGN_OR_RETURN(SqliteStmt del, db_->Prepare("DELETE FROM metric_chunks WHERE id = ?"));
+      for (auto& chunk : pending.chunks) {
+        std::string blob = EncodeMetricChunk(chunk.ts_ns, chunk.values, options_.zstd_level);
+        auto [min_it, max_it] = std::minmax_element(chunk.ts_ns.begin(), chunk.ts_ns.end());
+        TP_RETURN_IF_ERROR(ins.Bind(1, static_cast<int64_t>(chunk.series))
+                               .Bind(2, *min_it)
+                               .Bind(3, *max_it)
+                               .Bind(4, static_cast<int64_t>(chunk.ts_ns.size()))
+                               .Bind(5, static_cast<int64_t>(chunk.sealed ? 1 : 0))
+                               .BindBlob(6, blob)
+                               .Run());
+        chunk.new_id = db_->LastInsertRowId();
+        for (int64_t id : chunk.delete_ids) TP_RETURN_IF_ERROR(del.Bind(1, id).Run());
+      }
+    }
+    if (!pending.events.empty()) {
+      std::stable_sort(pending.events.begin(), pending.events.end(),
+                       [](const model::Event& a, const model::Event& b) {
+                         return a.start_ns < b.start_ns;
+                       });
+      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
+          "INSERT INTO event_chunks(first_start_ns, last_start_ns, max_end_ns, count, data) "
+          "VALUES(?, ?, ?, ?, ?)"));
+      std::vector<EncodedEvent> encoded;
+      size_t per_chunk = static_cast<size_t>(std::max<int64_t>(1, options_.max_events_per_chunk));
+      for (size_t begin = 0; begin < pending.events.size(); begin += per_chunk) {
+        size_t end = std::min(pending.events.size(), begin + per_chunk);
+        encoded.clear();
+        encoded.reserve(end - begin);
+        int64_t max_end = INT64_MIN;
+        for (size_t i = begin; i < end; ++i) {
+          model::Event& e = pending.events[i];
+          EncodedEvent x;
+          x.kind = e.kind;
+          x.start_ns = e.start_ns;
+          x.duration_ns = e.kind == model::EventKind::kInstant ? 0 : e.duration_ns;
+          TP_ASSIGN_OR_RETURN(x.name_id, StringIdLocked(e.name));
+          TP_ASSIGN_OR_RETURN(x.category_id, StringIdLocked(e.category));
+          TP_ASSIGN_OR_RETURN(x.mode_id, StringIdLocked(e.mode));
+          x.step = e.step;
+          x.pid = e.pid;
+          x.tid = e.tid;
+          x.rank = e.rank;
+          x.args = std::move(e.args);
+          max_end = std::max(max_end, x.start_ns + std::max<int64_t>(0, x.duration_ns));
+          encoded.push_back(std::move(x));
+        }
+        std::string blob = EncodeEventChunk(encoded, options_.zstd_level);
+        TP_RETURN_IF_ERROR(ins.Bind(1, encoded.front().start_ns)
+                               .Bind(2, encoded.back().start_ns)
+                               .Bind(3, max_end)
+                               .Bind(4, static_cast<int64_t>(encoded.size()))
+                               .BindBlob(5, blob)
+                               .Run());
+      }
+    }
+    if (!pending.findings.empty()) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
+          "INSERT INTO findings(rule, severity, node, device, start_ns, end_ns, message, "
+          "recommendation, evidence) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      for (const auto& f : pending.findings) {
+        TP_RETURN_IF_ERROR(ins.Bind(1, f.rule)
+                               .Bind(2, std::string(model::SeverityName(f.severity)))
+                               .Bind(3, f.node)
+                               .Bind(4, f.device)
+                               .Bind(5, f.start_ns)
+                               .Bind(6, f.end_ns)
+                               .Bind(7, f.message)
+                               .Bind(8, f.recommendation)
+                               .Bind(9, f.evidence_json)
+                               .Run());
+      }
+    }
+    if (!pending.counters.empty()) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt up, db_->Prepare(
+          "INSERT INTO counters(name, value) VALUES(?, ?) "
+          "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
+      for (const auto& [name, delta] : pending.counters) {
+        TP_RETURN_IF_ERROR(up.Bind(1, name).Bind(2, delta).Run());
+      }
+    }
+    if (!pending.annotations.empty()) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
+          "INSERT INTO annotations(ts_ns, key, value) VALUES(?, ?, ?)"));
+      for (const auto& [ts, key, value] : pending.annotations) {
+        TP_RETURN_IF_ERROR(ins.Bind(1, ts).Bind(2, key).Bind(3, value).Run());
+      }
+    }
+    if (!pending.meta.empty()) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt up, db_->Prepare(
+          "INSERT INTO meta(key, value) VALUES(?, ?) "
+          "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+      for (const auto& [key, value] : pending.meta) {
+        TP_RETURN_IF_ERROR(up.Bind(1, key).Bind(2, value).Run());
+      }
+    }
+    return OkStatus();
+  };
+  Status status = body();
+  if (status.ok()) status = db_->Exec("COMMIT");
+  if (!status.ok()) {
+    (void)db_->Exec("ROLLBACK");
+    // Strings inserted in the rolled-back transaction are gone: reload the cache.
+    string_ids_.clear();
+    auto strings = db_->Prepare("SELECT id, text FROM strings");
+    if (strings.ok()) {
+      Status s;
+      while (strings->Step(&s)) {
+        string_ids_[std::string(strings->Text(1))] = static_cast<uint32_t>(strings->Int(0));
+      }
+    }
+  }
+  return status;
+}
+
+void NodeStoreWriter::AutoFlushLoop() {
+  std::unique_lock<std::mutex> lock(flusher_mu_);
+  while (!stop_flusher_) {
+    flusher_cv_.wait_for(lock, std::chrono::nanoseconds(options_.auto_flush_interval_ns));
+    if (stop_flusher_) break;
+    lock.unlock();
+    (void)Flush();  // errors are counted and logged once inside Flush
+    lock.lock();
+  }
+}
+
+Status NodeStoreWriter::Close() {
+  if (flusher_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(flusher_mu_);
+      stop_flusher_ = true;
+    }
+    flusher_cv_.notify_all();
+    flusher_.join();
+  }
+  {
+    std::lock_guard<std::mutex> flush_lock(flush_mu_);
+    if (closed_) return OkStatus();
+  }
+  // Seal every series so that the finished store holds large chunks only.
+  int64_t saved_seal = options_.seal_values;
+  options_.seal_values = 1;
+  Status status = Flush();
+  options_.seal_values = saved_seal;
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  closed_ = true;
+  if (!status.ok()) return status;
+  TP_RETURN_IF_ERROR(db_->Exec("PRAGMA incremental_vacuum"));
+  TP_RETURN_IF_ERROR(db_->Exec("PRAGMA wal_checkpoint(TRUNCATE)"));
+  // Leave WAL mode: a finished store is a single file that read-only media can open.
+  return db_->Exec("PRAGMA journal_mode = DELETE");
+}
+
+}  // namespace trainprof::store

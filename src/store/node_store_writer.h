@@ -1,0 +1,128 @@
+#pragma once
+// Writes one node's store: metric samples, framework events, findings, data-quality counters
+// and annotations. Appends are buffered in memory and made durable by Flush(), one SQLite
+// transaction each, at least every flush interval when auto-flush runs.
+//
+// Threads: Append*/Add*/Annotate may be called from any thread (a mutex guards the buffers);
+// Flush() and Close() serialize on their own mutex and may run on the auto-flush thread.
+//
+// Metric samples: each series keeps the values since its last sealed chunk. A flush writes the
+// values that arrived since the previous flush as a small unsealed "tail" chunk; once a series
+// holds `seal_values` values, one sealed chunk replaces its tails in the same transaction. So
+// a crash loses at most the unflushed interval, and a long run ends up in large, well-compressed
+// chunks.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "model/event.h"
+#include "model/finding.h"
+#include "model/run_metadata.h"
+#include "store/sqlite_db.h"
+
+namespace trainprof::store {
+
+struct WriterOptions {
+  int64_t seal_values = 4096;          // values per sealed metric chunk
+  int64_t max_events_per_chunk = 65536;
+  int zstd_level = 3;
+  // When > 0, a background thread flushes this often (the durability bound).
+  int64_t auto_flush_interval_ns = 0;
+  // Buffered values/events beyond which new appends are dropped and counted (the writer never
+  // grows without bound when the disk is slow or full).
+  int64_t max_buffered_values = 50'000'000;
+  int64_t max_buffered_events = 5'000'000;
+};
+
+struct WriterStats {
+  int64_t values_written = 0;
+  int64_t events_written = 0;
+  int64_t flushes = 0;
+  int64_t dropped_values = 0;
+  int64_t dropped_events = 0;
+  int64_t write_errors = 0;
+};
+
+using SeriesId = uint32_t;
+
+class NodeStoreWriter {
+ public:
+  // Creates the store (and its parent directory) or reopens an existing one to append.
+  static StatusOr<std::unique_ptr<NodeStoreWriter>> Open(const std::string& path,
+                                                          const model::NodeInfo& node,
+                                                          const WriterOptions& options = {});
+  ~NodeStoreWriter();
+  NodeStoreWriter(const NodeStoreWriter&) = delete;
+  NodeStoreWriter& operator=(const NodeStoreWriter&) = delete;
+
+  // Interns a (metric, device) pair; the id is stable for the life of the writer.
+  SeriesId Series(const std::string& metric, const std::string& device);
+  void Append(SeriesId series, int64_t ts_ns, double value);
+  void AppendEvent(model::Event event);
+  void AddFinding(model::Finding finding);
+  // Adds `delta` to a data-quality counter (see model/data_quality.h).
+  void AddCounter(const std::string& name, int64_t delta);
+  void Annotate(int64_t ts_ns, std::string key, std::string value);
+  void SetMeta(const std::string& key, const std::string& value);
+
+  // Makes everything appended so far durable. On a write error the batch is dropped and
+  // counted (never retried forever), and the error is returned.
+  Status Flush();
+  // Seals every series, flushes, vacuums freed pages and switches the file out of WAL mode, so
+  // a finished store is one self-contained file. Idempotent.
+  Status Close();
+
+  WriterStats stats() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct SeriesBuffer {
+    std::vector<int64_t> ts_ns;     // values since the last sealed chunk
+    std::vector<double> values;
+    size_t flushed = 0;             // how many of them are already in tail chunks
+    std::vector<int64_t> tail_ids;  // rowids of those tail chunks
+  };
+  struct Pending;  // what one flush takes out of the buffers
+
+  NodeStoreWriter(std::unique_ptr<SqliteDb> db, std::string path, WriterOptions options);
+  Status Initialize(const model::NodeInfo& node);
+  Status WriteLocked(Pending& pending, bool seal_all);
+  StatusOr<uint32_t> StringIdLocked(const std::string& text);
+  void AutoFlushLoop();
+
+  std::unique_ptr<SqliteDb> db_;
+  std::string path_;
+  WriterOptions options_;
+
+  mutable std::mutex mu_;  // guards the buffers below
+  std::map<std::pair<std::string, std::string>, SeriesId> series_ids_;
+  std::vector<std::pair<std::string, std::string>> series_keys_;  // by SeriesId
+  std::vector<SeriesBuffer> series_;
+  int64_t buffered_values_ = 0;
+  std::vector<model::Event> events_;
+  std::vector<model::Finding> findings_;
+  std::map<std::string, int64_t> counters_;
+  std::vector<std::tuple<int64_t, std::string, std::string>> annotations_;
+  std::map<std::string, std::string> meta_;
+  WriterStats stats_;
+
+  std::mutex flush_mu_;  // serializes Flush/Close; guards db_ and the string table
+  std::unordered_map<std::string, uint32_t> string_ids_;
+  bool closed_ = false;
+
+  std::thread flusher_;
+  std::mutex flusher_mu_;
+  std::condition_variable flusher_cv_;
+  bool stop_flusher_ = false;
+};
+
+}  // namespace trainprof::store

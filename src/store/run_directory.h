@@ -1,0 +1,43 @@
+#pragma once
+// The run directory: one run, self-describing.
+//
+//   <run>/run.json                      run metadata (model::RunMetadata), replaced atomically
+//   <run>/nodes/<node>/store.sqlite     one store per node (NodeStoreWriter / NodeStoreReader)
+//
+// Several nodes may write into one run directory on shared storage, each into its own store.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/run_metadata.h"
+#include "store/node_store_writer.h"
+
+namespace trainprof::store {
+
+inline constexpr const char* kRunJsonName = "run.json";
+inline constexpr const char* kNodesDirName = "nodes";
+
+std::string RunJsonPath(const std::string& run_dir);
+std::string NodeStorePath(const std::string& run_dir, const std::string& node);
+// Node names become directory names: anything but [A-Za-z0-9._-] turns into '_'.
+std::string SanitizeNodeName(const std::string& node);
+
+// Writes run.json atomically (creating the directory), for a new run or an update at its end.
+Status WriteRunMetadata(const std::string& run_dir, const model::RunMetadata& metadata);
+StatusOr<model::RunMetadata> ReadRunMetadata(const std::string& run_dir);
+
+// Opens a writer for `node`'s store in `run_dir`.
+StatusOr<std::unique_ptr<NodeStoreWriter>> OpenNodeWriter(const std::string& run_dir,
+                                                          const model::NodeInfo& node,
+                                                          const WriterOptions& options = {});
+
+// The node directories present in a run (store file names are not checked here).
+StatusOr<std::vector<std::string>> ListNodeDirs(const std::string& run_dir);
+
+// Whether `dir` looks like a run directory (has run.json or nodes/).
+bool IsRunDirectory(const std::string& dir);
+
+}  // namespace trainprof::store

@@ -1,0 +1,278 @@
+#include "store/run_reader.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "base/files.h"
+#include "model/data_quality.h"
+#include "store/run_directory.h"
+#include "store/schema.h"
+
+namespace trainprof::store {
+
+StatusOr<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir) {
+  if (!IsDirectory(run_dir)) return NotFound(run_dir + ": no such run directory");
+  if (!IsRunDirectory(run_dir)) {
+    return NotFound(run_dir + ": not a trainprof run (no run.json and no nodes/ directory)");
+  }
+  std::unique_ptr<RunReader> reader(new RunReader(run_dir));
+  TP_RETURN_IF_ERROR(reader->Refresh());
+  return reader;
+}
+
+Status RunReader::Refresh() {
+  auto metadata = ReadRunMetadata(dir_);
+  if (metadata.ok()) {
+    metadata_ = std::move(metadata).value();
+  } else if (metadata.status().code() == StatusCode::kFailedPrecondition) {
+    return metadata.status();  // a newer format: refuse rather than misread
+  } else {
+    std::string problem = metadata.status().message();
+    if (std::find(problems_.begin(), problems_.end(), problem) == problems_.end()) {
+      problems_.push_back(problem);
+    }
+  }
+  TP_ASSIGN_OR_RETURN(auto node_dirs, ListNodeDirs(dir_));
+  for (const std::string& name : node_dirs) {
+    if (nodes_.count(name)) continue;
+    std::string path = NodeStorePath(dir_, name);
+    auto node = NodeStoreReader::Open(path);
+    if (!node.ok()) {
+      if (node.status().code() == StatusCode::kFailedPrecondition) return node.status();
+      if (std::find(failed_nodes_.begin(), failed_nodes_.end(), name) == failed_nodes_.end()) {
+        failed_nodes_.push_back(name);
+        problems_.push_back(node.status().message());
+      }
+      continue;
+    }
+    if (!(*node)->warning().empty()) problems_.push_back((*node)->warning());
+    failed_nodes_.erase(std::remove(failed_nodes_.begin(), failed_nodes_.end(), name),
+                        failed_nodes_.end());
+    nodes_[name] = std::move(node).value();
+  }
+  if (nodes_.empty() && !failed_nodes_.empty()) {
+    return DataLoss(dir_ + ": no node store could be read: " + problems_.back());
+  }
+  return OkStatus();
+}
+
+std::vector<std::string> RunReader::nodes() const {
+  std::vector<std::string> out;
+  for (const auto& [name, node] : nodes_) out.push_back(node->node());
+  return out;
+}
+
+std::vector<const model::NodeInfo*> RunReader::node_infos() const {
+  std::vector<const model::NodeInfo*> out;
+  for (const auto& [name, node] : nodes_) out.push_back(&node->info());
+  return out;
+}
+
+void RunReader::NoteProblems(const ReadProblems& p) {
+  corrupt_chunks_seen_ += p.corrupt_chunks;
+  for (const auto& m : p.messages) {
+    if (problems_.size() < 100) problems_.push_back(m);
+  }
+}
+
+StatusOr<MetricTable> RunReader::SystemMetrics(const MetricQuery& query) {
+  MetricTable out;
+  ReadProblems problems;
+  for (auto& [name, node] : nodes_) {
+    Status s = node->ReadMetrics(query, &out, &problems);
+    if (!s.ok()) problems.Add(s.message());
+  }
+  NoteProblems(problems);
+  return out;
+}
+
+StatusOr<EventTable> RunReader::Events(const EventQuery& query) {
+  EventTable out;
+  ReadProblems problems;
+  for (auto& [name, node] : nodes_) {
+    Status s = node->ReadEvents(query, &out, &problems);
+    if (!s.ok()) problems.Add(s.message());
+  }
+  NoteProblems(problems);
+  return out;
+}
+
+StatusOr<EventTable> RunReader::EventsSince(EventCursor* cursor, const EventQuery& query) {
+  TP_RETURN_IF_ERROR(Refresh());
+  EventTable out;
+  ReadProblems problems;
+  for (auto& [name, node] : nodes_) {
+    int64_t& last = cursor->last_chunk_id[name];
+    int64_t max_id = last;
+    Status s = node->ReadEvents(query, &out, &problems, last, &max_id);
+    if (!s.ok()) problems.Add(s.message());
+    last = max_id;
+  }
+  NoteProblems(problems);
+  return out;
+}
+
+StepTable BuildSteps(const EventTable& events) {
+  using Key = std::tuple<int32_t, int64_t, int64_t, int32_t, int64_t>;  // node rank pid mode step
+  std::map<Key, size_t> row_of;
+  StepTable out;
+  auto find_code = [](const Dictionary& d, const std::string& v) -> int32_t {
+    const auto& values = d.values();
+    auto it = std::find(values.begin(), values.end(), v);
+    return it == values.end() ? -1 : static_cast<int32_t>(it - values.begin());
+  };
+  const int32_t step_cat = find_code(events.categories, model::kCategoryStep);
+  const int32_t part_cats[4] = {find_code(events.categories, model::kCategoryDataWait),
+                                find_code(events.categories, model::kCategoryForward),
+                                find_code(events.categories, model::kCategoryBackward),
+                                find_code(events.categories, model::kCategoryOptimizer)};
+  if (step_cat < 0) return out;
+  // Steps first, in time order.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events.category[i] == step_cat && events.kind[i] == 0) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return events.start_ns[a] < events.start_ns[b];
+  });
+  for (size_t i : order) {
+    Key key{events.node[i], events.rank[i], events.pid[i], events.mode[i], events.step[i]};
+    if (row_of.count(key)) continue;  // a duplicate step record: keep the first
+    row_of[key] = out.size();
+    out.node.push_back(out.nodes.Code(events.nodes.at(events.node[i])));
+    out.mode.push_back(out.modes.Code(events.modes.at(events.mode[i])));
+    out.rank.push_back(events.rank[i]);
+    out.pid.push_back(events.pid[i]);
+    out.step.push_back(events.step[i]);
+    out.start_ns.push_back(events.start_ns[i]);
+    out.duration_ns.push_back(events.duration_ns[i]);
+    for (auto* col : {&out.data_wait_ns, &out.forward_ns, &out.backward_ns, &out.optimizer_ns}) {
+      col->push_back(model::kMissing);
+    }
+  }
+  std::vector<int64_t>* part_cols[4] = {&out.data_wait_ns, &out.forward_ns, &out.backward_ns,
+                                        &out.optimizer_ns};
+  for (size_t i = 0; i < events.size(); ++i) {
+    for (int p = 0; p < 4; ++p) {
+      if (part_cats[p] < 0 || events.category[i] != part_cats[p]) continue;
+      Key key{events.node[i], events.rank[i], events.pid[i], events.mode[i], events.step[i]};
+      auto it = row_of.find(key);
+      if (it == row_of.end()) continue;
+      int64_t& cell = (*part_cols[p])[it->second];
+      cell = (cell == model::kMissing ? 0 : cell) + events.duration_ns[i];
+    }
+  }
+  return out;
+}
+
+StatusOr<StepTable> RunReader::Steps() {
+  EventQuery query;
+  query.categories = {model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
+                      model::kCategoryBackward, model::kCategoryOptimizer};
+  TP_ASSIGN_OR_RETURN(EventTable events, Events(query));
+  return BuildSteps(events);
+}
+
+StatusOr<std::vector<model::Finding>> RunReader::Findings() {
+  std::vector<model::Finding> out;
+  for (auto& [name, node] : nodes_) {
+    TP_ASSIGN_OR_RETURN(auto findings, node->Findings());
+    out.insert(out.end(), findings.begin(), findings.end());
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.start_ns < b.start_ns;
+  });
+  return out;
+}
+
+StatusOr<std::vector<NodeSeries>> RunReader::ListSeries() {
+  std::vector<NodeSeries> out;
+  for (auto& [name, node] : nodes_) {
+    TP_ASSIGN_OR_RETURN(auto series, node->ListSeries());
+    for (auto& s : series) out.push_back({node->node(), std::move(s)});
+  }
+  return out;
+}
+
+StatusOr<std::map<std::string, int64_t>> RunReader::Counters() {
+  std::map<std::string, int64_t> out;
+  for (auto& [name, node] : nodes_) {
+    TP_ASSIGN_OR_RETURN(auto counters, node->Counters());
+    for (const auto& [k, v] : counters) out[k] += v;
+  }
+  if (corrupt_chunks_seen_ > 0) out[model::dq::kCorruptChunks] += corrupt_chunks_seen_;
+  return out;
+}
+
+StatusOr<std::vector<std::pair<std::string, Annotation>>> RunReader::Annotations() {
+  std::vector<std::pair<std::string, Annotation>> out;
+  for (auto& [name, node] : nodes_) {
+    TP_ASSIGN_OR_RETURN(auto annotations, node->Annotations());
+    for (auto& a : annotations) out.emplace_back(node->node(), std::move(a));
+  }
+  return out;
+}
+
+StatusOr<std::optional<int64_t>> RunReader::LatestTimestampNs() {
+  std::optional<int64_t> latest;
+  for (auto& [name, node] : nodes_) {
+    TP_ASSIGN_OR_RETURN(auto t, node->LatestTimestampNs());
+    if (t) latest = std::max(latest.value_or(INT64_MIN), *t);
+  }
+  return latest;
+}
+
+StatusOr<int64_t> RunReader::EventCount() {
+  int64_t n = 0;
+  for (auto& [name, node] : nodes_) {
+    TP_ASSIGN_OR_RETURN(int64_t c, node->EventCount());
+    n += c;
+  }
+  return n;
+}
+
+namespace {
+
+RunSummary Summarize(const std::string& dir) {
+  RunSummary s;
+  s.dir = dir;
+  auto reader = RunReader::Open(dir);
+  if (!reader.ok()) {
+    s.error = reader.status().message();
+    return s;
+  }
+  const model::RunMetadata& m = (*reader)->metadata();
+  s.run_id = m.run_id;
+  s.name = m.name;
+  s.source = m.source;
+  if (m.start_ns != 0) s.start_ns = m.start_ns;
+  if (m.end_ns && m.start_ns != 0) s.duration_ns = *m.end_ns - m.start_ns;
+  s.exit_status = m.exit_status;
+  s.node_count = static_cast<int>((*reader)->nodes().size());
+  if (!s.duration_ns && s.start_ns) {
+    // Still running or crashed: report how far the data goes.
+    auto latest = (*reader)->LatestTimestampNs();
+    if (latest.ok() && latest->has_value()) s.duration_ns = **latest - *s.start_ns;
+  }
+  if (!(*reader)->problems().empty() && s.run_id.empty()) s.error = (*reader)->problems().front();
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::vector<RunSummary>> ListRuns(const std::string& dir) {
+  if (!IsDirectory(dir)) return NotFound(dir + ": no such directory");
+  if (IsRunDirectory(dir)) return std::vector<RunSummary>{Summarize(dir)};
+  TP_ASSIGN_OR_RETURN(auto names, ListDirectory(dir));
+  std::vector<RunSummary> out;
+  for (const auto& name : names) {
+    std::string path = JoinPath(dir, name);
+    if (IsDirectory(path) && IsRunDirectory(path)) out.push_back(Summarize(path));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const RunSummary& a, const RunSummary& b) {
+    return a.start_ns.value_or(0) > b.start_ns.value_or(0);
+  });
+  return out;
+}
+
+}  // namespace trainprof::store

@@ -1,0 +1,92 @@
+#pragma once
+// Reads a whole run: its metadata and every node's store, merged. Nodes that cannot be opened
+// are listed in problems() with the reason; the others stay readable. Tables from several
+// nodes carry the node in their `node` column.
+// Threads: one RunReader per thread.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/finding.h"
+#include "model/run_metadata.h"
+#include "store/node_store_reader.h"
+#include "store/tables.h"
+
+namespace trainprof::store {
+
+struct NodeSeries {
+  std::string node;
+  SeriesInfo series;
+};
+
+// Where to resume tailing events: per node, the last event chunk already returned.
+struct EventCursor {
+  std::map<std::string, int64_t> last_chunk_id;
+};
+
+class RunReader {
+ public:
+  static StatusOr<std::unique_ptr<RunReader>> Open(const std::string& run_dir);
+
+  const std::string& dir() const { return dir_; }
+  const model::RunMetadata& metadata() const { return metadata_; }
+  std::vector<std::string> nodes() const;
+  std::vector<const model::NodeInfo*> node_infos() const;
+  // Everything that could not be read: missing run.json, nodes that failed to open,
+  // corrupt chunks met by queries so far.
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  // Re-reads run.json and opens nodes that appeared since Open (for live readers).
+  Status Refresh();
+
+  StatusOr<MetricTable> SystemMetrics(const MetricQuery& query);
+  StatusOr<EventTable> Events(const EventQuery& query);
+  // Events in chunks written since `cursor` (updated), for incremental tailing.
+  StatusOr<EventTable> EventsSince(EventCursor* cursor, const EventQuery& query = {});
+  StatusOr<StepTable> Steps();
+  StatusOr<std::vector<model::Finding>> Findings();
+  StatusOr<std::vector<NodeSeries>> ListSeries();
+  // Data-quality counters summed over nodes, plus corrupt chunks this reader skipped.
+  StatusOr<std::map<std::string, int64_t>> Counters();
+  StatusOr<std::vector<std::pair<std::string, Annotation>>> Annotations();
+  StatusOr<std::optional<int64_t>> LatestTimestampNs();
+  StatusOr<int64_t> EventCount();
+
+ private:
+  explicit RunReader(std::string dir) : dir_(std::move(dir)) {}
+  void NoteProblems(const ReadProblems& p);
+
+  std::string dir_;
+  model::RunMetadata metadata_;
+  std::map<std::string, std::unique_ptr<NodeStoreReader>> nodes_;  // by directory name
+  std::vector<std::string> failed_nodes_;
+  std::vector<std::string> problems_;
+  int64_t corrupt_chunks_seen_ = 0;
+};
+
+// Turns events into one row per step: a "step" span gives the step's start and duration; the
+// data_wait / forward / backward / optimizer spans with the same (node, rank, pid, mode, step)
+// add up into its parts.
+StepTable BuildSteps(const EventTable& events);
+
+struct RunSummary {
+  std::string dir;
+  std::string run_id;
+  std::string name;
+  std::optional<int64_t> start_ns;
+  std::optional<int64_t> duration_ns;
+  std::optional<int> exit_status;
+  int node_count = 0;
+  std::string source;
+  std::string error;  // set when the run could not be read
+};
+
+// The runs directly under `dir` (each subdirectory that is a run), newest first. `dir` may
+// itself be a run.
+StatusOr<std::vector<RunSummary>> ListRuns(const std::string& dir);
+
+}  // namespace trainprof::store

@@ -1,0 +1,186 @@
+#include "store/run_reader.h"
+
+#include <gtest/gtest.h>
+
+#include "base/files.h"
+#include "store/run_directory.h"
+#include "store/store_test_util.h"
+
+namespace trainprof::store {
+namespace {
+
+using testing::MakeTempDir;
+using testing::TestNode;
+
+constexpr int64_t kT0 = 1'700'000'000'000'000'000;
+constexpr int64_t kMs = 1'000'000;
+
+model::Event Span(const std::string& category, int64_t step, int64_t start, int64_t dur,
+                  int64_t rank, const std::string& mode = "train") {
+  model::Event e;
+  e.name = category;
+  e.category = category;
+  e.mode = mode;
+  e.step = step;
+  e.start_ns = start;
+  e.duration_ns = dur;
+  e.rank = rank;
+  e.pid = 100 + rank;
+  return e;
+}
+
+// Two nodes, one rank each, three steps with data-wait / forward / backward / optimizer parts.
+std::string MakeTwoNodeRun() {
+  std::string dir = MakeTempDir("trainprof_run");
+  model::RunMetadata m;
+  m.run_id = "r1";
+  m.name = "two-nodes";
+  m.start_ns = kT0;
+  m.end_ns = kT0 + 60'000 * kMs;
+  m.exit_status = 0;
+  EXPECT_TRUE(WriteRunMetadata(dir, m).ok());
+  for (int rank = 0; rank < 2; ++rank) {
+    auto w = OpenNodeWriter(dir, TestNode("algo-" + std::to_string(rank + 1)));
+    EXPECT_TRUE(w.ok());
+    SeriesId cpu = (*w)->Series("cpu_utilization_ratio", "total");
+    for (int i = 0; i < 10; ++i) (*w)->Append(cpu, kT0 + i * 500 * kMs, 0.5 + rank * 0.1);
+    for (int s = 0; s < 3; ++s) {
+      int64_t t = kT0 + s * 100 * kMs;
+      (*w)->AppendEvent(Span("step", s, t, 100 * kMs + rank * kMs, rank));
+      (*w)->AppendEvent(Span("data_wait", s, t, 10 * kMs, rank));
+      (*w)->AppendEvent(Span("forward", s, t + 10 * kMs, 30 * kMs, rank));
+      (*w)->AppendEvent(Span("backward", s, t + 40 * kMs, 50 * kMs, rank));
+      if (s != 2) (*w)->AppendEvent(Span("optimizer", s, t + 90 * kMs, 10 * kMs, rank));
+    }
+    EXPECT_TRUE((*w)->Close().ok());
+  }
+  return dir;
+}
+
+TEST(RunReaderTest, MergesNodesTransparently) {
+  std::string dir = MakeTwoNodeRun();
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->metadata().name, "two-nodes");
+  EXPECT_EQ((*r)->nodes(), (std::vector<std::string>{"algo-1", "algo-2"}));
+  auto metrics = (*r)->SystemMetrics({});
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metrics->size(), 20u);
+  EXPECT_EQ(metrics->nodes.values().size(), 2u);
+  MetricQuery only2;
+  only2.nodes = {"algo-2"};
+  auto m2 = (*r)->SystemMetrics(only2);
+  ASSERT_TRUE(m2.ok());
+  ASSERT_EQ(m2->size(), 10u);
+  EXPECT_DOUBLE_EQ(m2->value[0], 0.6);
+
+  EventQuery by_rank;
+  by_rank.ranks = {1};
+  by_rank.categories = {"step"};
+  auto ev = (*r)->Events(by_rank);
+  ASSERT_TRUE(ev.ok());
+  EXPECT_EQ(ev->size(), 3u);
+}
+
+TEST(RunReaderTest, StepsAddUpTheirParts) {
+  auto r = RunReader::Open(MakeTwoNodeRun());
+  ASSERT_TRUE(r.ok());
+  auto steps = (*r)->Steps();
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps->size(), 6u);
+  for (size_t i = 0; i < steps->size(); ++i) {
+    EXPECT_EQ(steps->data_wait_ns[i], 10 * kMs);
+    EXPECT_EQ(steps->forward_ns[i], 30 * kMs);
+    EXPECT_EQ(steps->backward_ns[i], 50 * kMs);
+    EXPECT_EQ(steps->modes.at(steps->mode[i]), "train");
+    if (steps->step[i] == 2) {
+      EXPECT_EQ(steps->optimizer_ns[i], model::kMissing);  // missing is not zero
+    } else {
+      EXPECT_EQ(steps->optimizer_ns[i], 10 * kMs);
+    }
+  }
+}
+
+TEST(RunReaderTest, TailsNewEventsIncrementally) {
+  std::string dir = MakeTempDir("trainprof_tail");
+  model::RunMetadata m;
+  m.run_id = "t";
+  m.start_ns = kT0;
+  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  auto w = OpenNodeWriter(dir, TestNode());
+  ASSERT_TRUE(w.ok());
+  (*w)->AppendEvent(Span("step", 0, kT0, kMs, 0));
+  ASSERT_TRUE((*w)->Flush().ok());
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  EventCursor cursor;
+  auto first = (*r)->EventsSince(&cursor);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->size(), 1u);
+  auto none = (*r)->EventsSince(&cursor);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->size(), 0u);
+  (*w)->AppendEvent(Span("step", 1, kT0 + kMs, kMs, 0));
+  (*w)->AppendEvent(Span("step", 2, kT0 + 2 * kMs, kMs, 0));
+  ASSERT_TRUE((*w)->Flush().ok());
+  auto more = (*r)->EventsSince(&cursor);
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(more->size(), 2u);
+  auto latest = (*r)->LatestTimestampNs();
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(**latest, kT0 + 3 * kMs);
+}
+
+TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {
+  std::string dir = MakeTwoNodeRun();
+  ASSERT_TRUE(WriteFileAtomically(NodeStorePath(dir, "algo-2"), "not a database").ok());
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->nodes(), std::vector<std::string>{"algo-1"});
+  ASSERT_EQ((*r)->problems().size(), 1u);
+  EXPECT_NE((*r)->problems()[0].find("algo-2"), std::string::npos);
+  auto metrics = (*r)->SystemMetrics({});
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metrics->size(), 10u);
+}
+
+TEST(RunReaderTest, MissingRunJsonIsAProblemNotAFailure) {
+  std::string dir = MakeTwoNodeRun();
+  ASSERT_EQ(std::remove(RunJsonPath(dir).c_str()), 0);
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE((*r)->problems().empty());
+  EXPECT_NE((*r)->problems()[0].find("run.json"), std::string::npos);
+  EXPECT_EQ((*r)->nodes().size(), 2u);
+}
+
+TEST(RunReaderTest, NotARunIsNotFound) {
+  std::string dir = MakeTempDir();
+  auto r = RunReader::Open(dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find(dir), std::string::npos);
+}
+
+TEST(RunReaderTest, ListsRunsNewestFirst) {
+  std::string parent = MakeTempDir("trainprof_runs");
+  for (int i = 0; i < 3; ++i) {
+    model::RunMetadata m;
+    m.run_id = "run" + std::to_string(i);
+    m.name = "r" + std::to_string(i);
+    m.start_ns = kT0 + i * kMs;
+    m.end_ns = m.start_ns + 5 * kMs;
+    m.exit_status = i;
+    ASSERT_TRUE(WriteRunMetadata(parent + "/" + m.run_id, m).ok());
+  }
+  ASSERT_TRUE(MakeDirs(parent + "/not-a-run").ok());
+  auto runs = ListRuns(parent);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 3u);
+  EXPECT_EQ((*runs)[0].run_id, "run2");
+  EXPECT_EQ((*runs)[0].duration_ns, 5 * kMs);
+  EXPECT_EQ((*runs)[0].exit_status, 2);
+}
+
+}  // namespace
+}  // namespace trainprof::store
