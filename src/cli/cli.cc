@@ -3,19 +3,27 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "cli/commands.h"
+#include "cli/command.h"
 #include "trainprof/version.h"
 
 namespace trainprof::cli {
 namespace {
+
+// One line per subcommand; add yours here (keep the list sorted by name after the basics).
+constexpr AddCommandFn kCommands[] = {
+    AddLsCommand,
+    AddShowCommand,
+    AddExportCommand,
+    AddDemoCommand,
+};
 
 struct Planned {
   const char* name;
   const char* help;
 };
 
-// Subcommands that later work fills in; they are listed so that `trainprof --help` shows the
-// whole tool, and answer "not implemented yet" until then.
+// Subcommands that later work fills in; listed so that `trainprof --help` shows the whole tool.
+// They answer "not implemented yet" until then. Remove a line when its command lands.
 constexpr Planned kPlanned[] = {
     {"record", "Run a command and profile it: system, GPU and framework metrics"},
     {"agent", "Collect a node's metrics for jobs started elsewhere"},
@@ -30,7 +38,7 @@ constexpr Planned kPlanned[] = {
     {"detail", "Ask a running job for detailed operator profiling"},
 };
 
-int Finish(const Status& status) {
+int ExitCode(const Status& status) {
   if (status.ok()) return kExitOk;
   std::cerr << "error: " << status.message() << "\n";
   return status.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
@@ -39,41 +47,22 @@ int Finish(const Status& status) {
 }  // namespace
 
 int Main(const std::vector<std::string>& args) {
-  CLI::App app{"trainprof: profiler and cost advisor for machine-learning training jobs", "trainprof"};
+  CLI::App app{"trainprof: profiler and cost advisor for machine-learning training jobs",
+               "trainprof"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trainprof ") + kVersion);
   app.footer("Run 'trainprof <command> --help' for a command's options.");
 
-  LsOptions ls;
-  auto* ls_cmd = app.add_subcommand("ls", "List runs in a directory (default ./trainprof-runs)");
-  ls_cmd->add_option("dir", ls.dir, "Directory holding run directories, or a run");
-  ls_cmd->add_flag("--json", ls.json, "Print JSON");
-
-  ShowOptions show;
-  auto* show_cmd = app.add_subcommand("show", "Show a run's metadata and what its store holds");
-  show_cmd->add_option("run", show.run, "Run directory")->required();
-  show_cmd->add_flag("--json", show.json, "Print JSON");
-
-  auto* export_cmd = app.add_subcommand("export", "Export a run to other formats");
-  export_cmd->require_subcommand(1);
-  ExportCsvOptions csv;
-  auto* csv_cmd = export_cmd->add_subcommand("csv", "CSV files: metrics, events, steps, findings");
-  csv_cmd->add_option("run", csv.run, "Run directory")->required();
-  csv_cmd->add_option("--out", csv.out_dir, "Output directory")->required();
-  for (const char* planned : {"chrome-trace", "smdebug"}) {
-    export_cmd->add_subcommand(planned, std::string("Export as ") + planned + " (not implemented yet)")
-        ->allow_extras();
-  }
-
-  DemoOptions demo;
-  auto* demo_cmd = app.add_subcommand(
-      "demo", "Write a demo run with synthetic data and read it back (the embedded default job)");
-  demo_cmd->add_option("--out", demo.out, "Run directory to write");
-  demo_cmd->add_option("--duration", demo.duration_s, "Seconds of synthetic data")
-      ->check(CLI::Range(10, 86400));
-
+  CommandAction action;
+  for (AddCommandFn add : kCommands) add(app, &action);
+  std::string planned_name;
   for (const Planned& p : kPlanned) {
-    app.add_subcommand(p.name, std::string(p.help) + " (not implemented yet)")->allow_extras();
+    bool taken = false;
+    for (const CLI::App* sub : app.get_subcommands({})) taken |= sub->get_name() == p.name;
+    if (taken) continue;
+    app.add_subcommand(p.name, std::string(p.help) + " (not implemented yet)")
+        ->allow_extras()
+        ->callback([&planned_name, name = std::string(p.name)] { planned_name = name; });
   }
 
   std::vector<std::string> reversed(args.rbegin(), args.rend() - (args.empty() ? 0 : 1));
@@ -90,20 +79,14 @@ int Main(const std::vector<std::string>& args) {
     std::cerr << "Run 'trainprof --help' for usage.\n";
     return kExitUsage;
   }
-
-  if (*ls_cmd) return Finish(RunLs(ls, std::cout));
-  if (*show_cmd) return Finish(RunShow(show, std::cout));
-  if (*csv_cmd) return Finish(RunExportCsv(csv, std::cout));
-  if (*demo_cmd) return Finish(RunDemo(demo, std::cout));
-  for (CLI::App* sub : app.get_subcommands()) {
-    std::string name = sub->get_name();
-    if (name == "export") {
-      for (CLI::App* s : sub->get_subcommands()) name += " " + s->get_name();
-    }
-    std::cerr << "error: 'trainprof " << name << "' is not implemented yet\n";
+  if (!planned_name.empty()) {
+    std::cerr << "error: 'trainprof " << planned_name << "' is not implemented yet\n";
     return kExitFailure;
   }
-  return kExitUsage;
+  if (!action.run) return kExitUsage;
+  Status status = action.run();
+  if (status.ok() && action.exit_code >= 0) return action.exit_code;
+  return ExitCode(status);
 }
 
 int Main(int argc, char** argv) {

@@ -9,6 +9,11 @@
 
 #include "base/files.h"
 #include "base/time.h"
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
 #include "cli/commands.h"
 #include "model/run_metadata.h"
 #include "store/run_directory.h"
@@ -98,6 +103,16 @@ Status RunDemo(const DemoOptions& options, std::ostream& out) {
   ShowOptions show;
   show.run = dir;
   return RunShow(show, out);
+}
+
+void AddDemoCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<DemoOptions>();
+  auto* cmd = app.add_subcommand(
+      "demo", "Write a demo run with synthetic data and read it back (the embedded default job)");
+  cmd->add_option("--out", opts->out, "Run directory to write");
+  cmd->add_option("--duration", opts->duration_s, "Seconds of synthetic data")
+      ->check(CLI::Range(10, 86400));
+  cmd->callback([opts, action] { action->run = [opts] { return RunDemo(*opts, std::cout); }; });
 }
 
 }  // namespace trainprof::cli

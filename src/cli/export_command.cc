@@ -3,6 +3,11 @@
 #include <fstream>
 
 #include "base/files.h"
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "model/finding.h"
@@ -101,6 +106,28 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
     out << "wrote " << path << " (" << counters.size() << " rows)\n";
   }
   return OkStatus();
+}
+
+void AddExportCommand(CLI::App& app, CommandAction* action) {
+  auto* export_cmd = app.add_subcommand("export", "Export a run to other formats");
+  export_cmd->require_subcommand(1);
+  auto opts = std::make_shared<ExportCsvOptions>();
+  auto* csv = export_cmd->add_subcommand("csv", "CSV files: metrics, events, steps, findings");
+  csv->add_option("run", opts->run, "Run directory")->required();
+  csv->add_option("--out", opts->out_dir, "Output directory")->required();
+  csv->callback([opts, action] {
+    action->run = [opts] { return RunExportCsv(*opts, std::cout); };
+  });
+  for (const char* planned : {"chrome-trace", "smdebug"}) {
+    export_cmd
+        ->add_subcommand(planned, std::string("Export as ") + planned + " (not implemented yet)")
+        ->allow_extras()
+        ->callback([action, name = std::string(planned)] {
+          action->run = [name] {
+            return Unimplemented("'trainprof export " + name + "' is not implemented yet");
+          };
+        });
+  }
 }
 
 }  // namespace trainprof::cli

@@ -1,6 +1,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/time.h"
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "store/run_reader.h"
@@ -44,6 +49,14 @@ Status RunLs(const LsOptions& options, std::ostream& out) {
   }
   PrintTable(out, rows);
   return OkStatus();
+}
+
+void AddLsCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<LsOptions>();
+  auto* cmd = app.add_subcommand("ls", "List runs in a directory (default ./trainprof-runs)");
+  cmd->add_option("dir", opts->dir, "Directory holding run directories, or a run");
+  cmd->add_flag("--json", opts->json, "Print JSON");
+  cmd->callback([opts, action] { action->run = [opts] { return RunLs(*opts, std::cout); }; });
 }
 
 }  // namespace trainprof::cli

@@ -2,6 +2,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/time.h"
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "store/run_reader.h"
@@ -129,6 +134,14 @@ Status RunShow(const ShowOptions& options, std::ostream& out) {
     for (const auto& p : reader->problems()) out << "  " << p << "\n";
   }
   return OkStatus();
+}
+
+void AddShowCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<ShowOptions>();
+  auto* cmd = app.add_subcommand("show", "Show a run's metadata and what its store holds");
+  cmd->add_option("run", opts->run, "Run directory")->required();
+  cmd->add_flag("--json", opts->json, "Print JSON");
+  cmd->callback([opts, action] { action->run = [opts] { return RunShow(*opts, std::cout); }; });
 }
 
 }  // namespace trainprof::cli

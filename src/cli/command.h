@@ -1,0 +1,33 @@
+#pragma once
+// How a subcommand plugs into the CLI. Each <name>_command.cc defines one Add<Name>Command that
+// adds its CLI11 subcommand (options bound to a shared options struct) and, from the
+// subcommand's callback, sets *action to the function that runs it. cli.cc lists them all.
+// The work itself lives in a Run<Name>(options, out) function that tests call without argv.
+
+#include <functional>
+#include <ostream>
+
+#include "base/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace trainprof::cli {
+
+// What the parsed command line asks to run; returns the command's exit code through Status
+// (ok: 0; InvalidArgument: 2; anything else: 1) unless it sets *exit_code itself (record,
+// which exits with the child's status).
+struct CommandAction {
+  std::function<Status()> run;
+  int exit_code = -1;  // when >= 0 after run() succeeds, the process exits with it
+};
+
+using AddCommandFn = void (*)(CLI::App& app, CommandAction* action);
+
+void AddLsCommand(CLI::App& app, CommandAction* action);
+void AddShowCommand(CLI::App& app, CommandAction* action);
+void AddExportCommand(CLI::App& app, CommandAction* action);  // `export` and `export csv`
+void AddDemoCommand(CLI::App& app, CommandAction* action);
+
+}  // namespace trainprof::cli
