@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every test: formatting check, the C++ unit tests (ctest), the same tests under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and the Python tests (pytest, last, so that
+# its summary line closes the output). Set TRAINPROF_SKIP_SANITIZE=1 to skip the sanitizer pass
+# while iterating.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+bash scripts/setup.sh
+source .venv/bin/activate
+JOBS=$(nproc)
+
+echo; echo "== clang-format check"
+mapfile -t sources < <(git ls-files 'src/*.h' 'src/*.cc' 'include/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'fuzz/*.cc')
+if ((${#sources[@]})); then
+  clang-format --dry-run --Werror "${sources[@]}"
+fi
+echo "formatting ok (${#sources[@]} files)"
+
+echo; echo "== C++ tests"
+ctest --test-dir build/py -j"$JOBS" --output-on-failure --timeout 300
+
+if [[ "${TRAINPROF_SKIP_SANITIZE:-0}" != "1" ]]; then
+  echo; echo "== C++ tests under ASan + UBSan"
+  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTRAINPROF_SANITIZE=ON \
+    -DTRAINPROF_WERROR=ON -DTRAINPROF_BUILD_TESTS=ON >/dev/null
+  cmake --build build/asan -j"$JOBS"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build/asan -j"$JOBS" --output-on-failure --timeout 600
+fi
+
+echo; echo "== Python tests"
+python -m pytest tests/python -q
