@@ -53,8 +53,8 @@ std::vector<Series> Generate(int64_t ticks) {
   Series iow_total{"cpu_iowait_ratio", "total", "cpu", "I/OWaitPercentage", 100, {}};
   std::vector<Series> cores, iowait;
   for (int c = 0; c < 32; ++c) {
-    cores.push_back({"cpu_utilization_ratio", "cpu" + std::to_string(c), "cpu", "CPUUtilization",
-                     100, {}});
+    cores.push_back(
+        {"cpu_utilization_ratio", "cpu" + std::to_string(c), "cpu", "CPUUtilization", 100, {}});
     iowait.push_back({"cpu_iowait_ratio", "cpu" + std::to_string(c), "", "", 1, {}});
   }
   for (int64_t t = 0; t < ticks; ++t) {
@@ -155,7 +155,8 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: store_bench OUT_DIR [--minutes M] [--smdebug-minutes M] [--repeat N]\n");
+    std::fprintf(stderr,
+                 "usage: store_bench OUT_DIR [--minutes M] [--smdebug-minutes M] [--repeat N]\n");
     return 2;
   }
   std::string out_dir = argv[1];
@@ -172,7 +173,8 @@ int main(int argc, char** argv) {
   int64_t total_values = 0;
   for (const auto& s : data) total_values += static_cast<int64_t>(s.values.size());
   std::printf("data: %d min at 100 ms, %zu series (32 cores, 8 GPUs, 2 NICs, 4 disks), %" PRId64
-              " values\n", minutes, data.size(), total_values);
+              " values\n",
+              minutes, data.size(), total_values);
 
   // Write the way the recorder does: one tick at a time, a flush every second of data.
   std::string run = JoinPath(out_dir, "store-bench-run");
@@ -196,7 +198,8 @@ int main(int argc, char** argv) {
     int64_t start = MonotonicNowNs();
     for (int64_t t = 0; t < ticks; ++t) {
       int64_t ts = t0 + t * interval;
-      for (size_t i = 0; i < data.size(); ++i) (*writer)->Append(ids[i], ts, data[i].values[static_cast<size_t>(t)]);
+      for (size_t i = 0; i < data.size(); ++i)
+        (*writer)->Append(ids[i], ts, data[i].values[static_cast<size_t>(t)]);
       if (t % 10 == 9 && !(*writer)->Flush().ok()) return 1;
     }
     if (!(*writer)->Close().ok()) return 1;
@@ -218,14 +221,16 @@ int main(int argc, char** argv) {
     auto table = (*reader)->SystemMetrics({});
     double secs = static_cast<double>(MonotonicNowNs() - start) / 1e9;
     if (!table.ok() || static_cast<int64_t>(table->size()) != total_values) {
-      std::fprintf(stderr, "read back %zu of %" PRId64 " values\n", table.ok() ? table->size() : 0, total_values);
+      std::fprintf(stderr, "read back %zu of %" PRId64 " values\n", table.ok() ? table->size() : 0,
+                   total_values);
       return 1;
     }
     read_rates.push_back(static_cast<double>(total_values) / secs);
   }
-  std::printf("C++ reader, all series: median %.1f M values/s (target >= 30; smdebug reader ~0.27 "
-              "here) -> %.0fx the smdebug figure\n",
-              Median(read_rates) / 1e6, Median(read_rates) / 0.27e6);
+  std::printf(
+      "C++ reader, all series: median %.1f M values/s (target >= 30; smdebug reader ~0.27 "
+      "here) -> %.0fx the smdebug figure\n",
+      Median(read_rates) / 1e6, Median(read_rates) / 0.27e6);
 
   // The same samples in smdebug's format, for the peer measurement.
   if (smdebug_minutes > 0) {
@@ -248,7 +253,8 @@ int main(int argc, char** argv) {
                         "{\"Type\": \"%s\", \"Name\": \"%s\", \"Dimension\": \"%s\", \"Value\": "
                         "%.2f, \"NodeId\": \"algo-1\", \"Timestamp\": %.6f}\n",
                         s.smdebug_type.c_str(), s.device == "total" ? "cpu" : s.device.c_str(),
-                        s.smdebug_dimension.c_str(), s.values[static_cast<size_t>(t)] * s.smdebug_scale, ts);
+                        s.smdebug_dimension.c_str(),
+                        s.values[static_cast<size_t>(t)] * s.smdebug_scale, ts);
           f << line;
           ++sm_values;
         }

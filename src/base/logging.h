@@ -19,8 +19,8 @@ void Log(LogLevel level, const std::string& message);
 #define TP_LOG_ERROR(msg) ::trainprof::Log(::trainprof::LogLevel::kError, (msg))
 #define TP_LOG_INFO(msg) ::trainprof::Log(::trainprof::LogLevel::kInfo, (msg))
 // Logs `msg` the first time this line runs in the process, never again.
-#define TP_LOG_ONCE(level, msg)                                  \
-  do {                                                           \
-    static std::atomic<bool> tp_logged_once_{false};             \
+#define TP_LOG_ONCE(level, msg)                                          \
+  do {                                                                   \
+    static std::atomic<bool> tp_logged_once_{false};                     \
     if (!tp_logged_once_.exchange(true)) ::trainprof::Log(level, (msg)); \
   } while (0)

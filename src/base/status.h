@@ -14,11 +14,11 @@ namespace trainprof {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // the caller asked for something malformed (usage errors)
-  kNotFound,         // a file, run, node or series that does not exist
-  kDataLoss,         // stored or imported data is corrupt or truncated
+  kInvalidArgument,     // the caller asked for something malformed (usage errors)
+  kNotFound,            // a file, run, node or series that does not exist
+  kDataLoss,            // stored or imported data is corrupt or truncated
   kFailedPrecondition,  // e.g. a store written by a newer format version
-  kUnavailable,      // a resource that may come back (disk full, busy database)
+  kUnavailable,         // a resource that may come back (disk full, busy database)
   kInternal,
   kUnimplemented,
 };
@@ -45,7 +45,9 @@ class [[nodiscard]] Status {
 };
 
 inline Status OkStatus() { return Status(); }
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) {
@@ -58,7 +60,7 @@ inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented,
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     TP_CHECK(!status_.ok());
   }

@@ -17,7 +17,7 @@ enum class EventKind : uint8_t {
 };
 
 // Well-known categories. Others are free-form (importers keep the source's category).
-inline constexpr const char* kCategoryStep = "step";          // one optimizer step
+inline constexpr const char* kCategoryStep = "step";           // one optimizer step
 inline constexpr const char* kCategoryDataWait = "data_wait";  // waiting for the next batch
 inline constexpr const char* kCategoryForward = "forward";
 inline constexpr const char* kCategoryBackward = "backward";

@@ -72,8 +72,7 @@ StatusOr<RunMetadata> RunMetadataFromJson(const std::string& text, const std::st
   RunMetadata m;
   TP_RETURN_IF_ERROR(GetRequired(j, "format_version", origin, &m.format_version));
   if (m.format_version > kRunFormatVersion) {
-    return FailedPrecondition(origin + ": run format version " +
-                              std::to_string(m.format_version) +
+    return FailedPrecondition(origin + ": run format version " + std::to_string(m.format_version) +
                               " is newer than this trainprof understands (" +
                               std::to_string(kRunFormatVersion) + "); upgrade trainprof");
   }

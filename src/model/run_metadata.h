@@ -23,7 +23,7 @@ struct GpuInfo {
 };
 
 struct NodeInfo {
-  std::string node;      // the node's name in the run ("algo-1", a hostname, "node0")
+  std::string node;  // the node's name in the run ("algo-1", a hostname, "node0")
   std::string hostname;
   std::string cpu_model;
   std::optional<int> cpu_cores;

@@ -50,8 +50,7 @@ template <typename T>
 py::array_t<T> ToNumpy(std::vector<T>&& v) {
   auto* heap = new std::vector<T>(std::move(v));
   py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>({static_cast<py::ssize_t>(heap->size())}, {sizeof(T)}, heap->data(),
-                        owner);
+  return py::array_t<T>({static_cast<py::ssize_t>(heap->size())}, {sizeof(T)}, heap->data(), owner);
 }
 
 py::dict Column(const store::Dictionary& dict, std::vector<int32_t>&& codes) {
@@ -140,7 +139,9 @@ class PyRun {
   std::vector<std::string> problems() const { return reader_->problems(); }
   std::string dir() const { return reader_->dir(); }
 
-  void refresh() { Check(Release([&] { return reader_->Refresh(); })); }
+  void refresh() {
+    Check(Release([&] { return reader_->Refresh(); }));
+  }
 
   py::dict system_metrics(std::optional<int64_t> start, std::optional<int64_t> end,
                           std::optional<std::vector<std::string>> metrics,
@@ -177,7 +178,9 @@ class PyRun {
     return py::make_tuple(EventsToPy(std::move(table)), c.last_chunk_id);
   }
 
-  py::dict steps() { return StepsToPy(Unwrap(Release([&] { return reader_->Steps(); }))); }
+  py::dict steps() {
+    return StepsToPy(Unwrap(Release([&] { return reader_->Steps(); })));
+  }
 
   py::list findings() {
     auto findings = Unwrap(Release([&] { return reader_->Findings(); }));
@@ -239,8 +242,7 @@ class PyRun {
 class PyRunWriter {
  public:
   PyRunWriter(const std::string& dir, const std::string& node, const std::string& name,
-              std::vector<std::string> command, std::optional<int64_t> start_ns,
-              std::string source)
+              std::vector<std::string> command, std::optional<int64_t> start_ns, std::string source)
       : dir_(dir) {
     meta_.name = name;
     meta_.start_ns = start_ns.value_or(WallNowNsForPy());

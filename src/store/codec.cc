@@ -25,9 +25,9 @@ size_t VarintSize(uint64_t v) {
   return n;
 }
 
-constexpr double kPow10[kMaxDecimalExponent + 1] = {
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-    1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18};
+constexpr double kPow10[kMaxDecimalExponent + 1] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,
+                                                    1e7,  1e8,  1e9,  1e10, 1e11, 1e12, 1e13,
+                                                    1e14, 1e15, 1e16, 1e17, 1e18};
 
 // Integers beyond 2^53 are not all representable as doubles; stay below.
 constexpr double kMaxExactInteger = 9007199254740992.0;
@@ -71,7 +71,6 @@ int64_t GetOptional(ByteReader& r) {
   uint64_t raw = r.Varint();
   return raw == 0 ? model::kMissing : UnZigZag(raw - 1);
 }
-
 
 // A XOR of two doubles' bits, Gorilla-style but byte-aligned: one header byte holding the
 // number of zero bytes at the top (high nibble) and at the bottom (low nibble), then the bytes

@@ -71,13 +71,13 @@ TEST(CodecTest, ArbitraryDoublesUseXorAndRoundTrip) {
 TEST(CodecTest, EdgeCases) {
   ExpectRoundTrip({}, {});
   ExpectRoundTrip({42}, {1e300});
-  ExpectRoundTrip({-5, 10, 3}, {0.1, 0.2, 0.3});  // non-monotonic timestamps survive too
+  ExpectRoundTrip({-5, 10, 3}, {0.1, 0.2, 0.3});       // non-monotonic timestamps survive too
   ExpectRoundTrip({1, 2}, {9007199254740993.0, 1.0});  // beyond 2^53
 }
 
 TEST(CodecTest, CorruptBlobsAreRefused) {
-  std::string blob = EncodeMetricChunk(std::vector<int64_t>{1, 2, 3},
-                                       std::vector<double>{1, 2, 3}, 3);
+  std::string blob =
+      EncodeMetricChunk(std::vector<int64_t>{1, 2, 3}, std::vector<double>{1, 2, 3}, 3);
   std::vector<int64_t> ts;
   std::vector<double> v;
   EXPECT_FALSE(DecodeMetricChunk(blob, 4, &ts, &v).ok());  // wrong count
@@ -92,8 +92,17 @@ TEST(CodecTest, CorruptBlobsAreRefused) {
 TEST(CodecTest, EventChunkRoundTrip) {
   std::vector<EncodedEvent> events(3);
   events[0] = {model::EventKind::kSpan, 100, 50, 1, 2, 3, 7, 1234, 5678, 0, "{\"a\":1}"};
-  events[1] = {model::EventKind::kInstant, 120, 0, 4, 0, 0, model::kMissing, model::kMissing,
-               model::kMissing, model::kMissing, ""};
+  events[1] = {model::EventKind::kInstant,
+               120,
+               0,
+               4,
+               0,
+               0,
+               model::kMissing,
+               model::kMissing,
+               model::kMissing,
+               model::kMissing,
+               ""};
   events[2] = {model::EventKind::kSpan, 130, -1, 1, 2, 3, -3, 1, 2, 3, "x"};
   std::string blob = EncodeEventChunk(events, 3);
   std::vector<EncodedEvent> out;

@@ -27,8 +27,8 @@ StatusOr<std::unique_ptr<NodeStoreReader>> NodeStoreReader::Open(const std::stri
   if (!version.ok() && version.status().code() == StatusCode::kUnavailable) {
     // A crashed writer left a WAL on media we cannot write (the -shm index cannot be made):
     // open the main file as immutable, without the WAL's last flushes, and say so.
-    TP_ASSIGN_OR_RETURN(auto imm, SqliteDb::Open("file:" + path + "?immutable=1",
-                                                 SqliteDb::Mode::kReadOnly));
+    TP_ASSIGN_OR_RETURN(auto imm,
+                        SqliteDb::Open("file:" + path + "?immutable=1", SqliteDb::Mode::kReadOnly));
     reader.reset(new NodeStoreReader(std::move(imm), path));
     reader->warning_ = path + ": opened without its write-ahead log (" +
                        version.status().message() + "); the last flushes may be missing";
@@ -81,10 +81,11 @@ StatusOr<std::map<std::string, std::string>> NodeStoreReader::Meta() {
 }
 
 StatusOr<std::vector<SeriesInfo>> NodeStoreReader::ListSeries() {
-  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare(
-      "SELECT s.id, s.metric, s.device, coalesce(sum(c.count), 0), min(c.first_ns), "
-      "max(c.last_ns) FROM series s LEFT JOIN metric_chunks c ON c.series_id = s.id "
-      "GROUP BY s.id ORDER BY s.metric, s.device"));
+  TP_ASSIGN_OR_RETURN(
+      SqliteStmt stmt,
+      db_->Prepare("SELECT s.id, s.metric, s.device, coalesce(sum(c.count), 0), min(c.first_ns), "
+                   "max(c.last_ns) FROM series s LEFT JOIN metric_chunks c ON c.series_id = s.id "
+                   "GROUP BY s.id ORDER BY s.metric, s.device"));
   std::vector<SeriesInfo> out;
   Status status;
   while (stmt.Step(&status)) {
@@ -122,9 +123,10 @@ Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
 
   // One read transaction for all series: a consistent snapshot even while the writer seals.
   TP_RETURN_IF_ERROR(db_->Exec("BEGIN"));
-  TP_ASSIGN_OR_RETURN(SqliteStmt chunks, db_->Prepare(
-      "SELECT id, count, data FROM metric_chunks WHERE series_id = ? AND last_ns >= ? "
-      "AND first_ns < ? ORDER BY first_ns"));
+  TP_ASSIGN_OR_RETURN(
+      SqliteStmt chunks,
+      db_->Prepare("SELECT id, count, data FROM metric_chunks WHERE series_id = ? AND last_ns >= ? "
+                   "AND first_ns < ? ORDER BY first_ns"));
   for (const Wanted& w : wanted) {
     chunks.Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
     size_t series_begin = out->value.size();
@@ -164,13 +166,13 @@ Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
   return OkStatus();
 }
 
-Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out,
-                                   ReadProblems* problems, int64_t after_chunk_id,
-                                   int64_t* max_chunk_id) {
+Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, ReadProblems* problems,
+                                   int64_t after_chunk_id, int64_t* max_chunk_id) {
   if (!Selected(query.nodes, info_.node)) return OkStatus();
-  TP_ASSIGN_OR_RETURN(SqliteStmt chunks, db_->Prepare(
-      "SELECT id, count, data FROM event_chunks WHERE id > ? AND first_start_ns < ? "
-      "AND max_end_ns >= ? ORDER BY first_start_ns, id"));
+  TP_ASSIGN_OR_RETURN(
+      SqliteStmt chunks,
+      db_->Prepare("SELECT id, count, data FROM event_chunks WHERE id > ? AND first_start_ns < ? "
+                   "AND max_end_ns >= ? ORDER BY first_start_ns, id"));
   chunks.Bind(1, after_chunk_id).Bind(2, query.end_ns).Bind(3, query.start_ns);
   int32_t node_code = out->nodes.Code(info_.node);
   std::vector<EncodedEvent> decoded;
@@ -219,9 +221,10 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out,
 }
 
 StatusOr<std::vector<model::Finding>> NodeStoreReader::Findings() {
-  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare(
-      "SELECT rule, severity, node, device, start_ns, end_ns, message, recommendation, evidence "
-      "FROM findings ORDER BY start_ns, id"));
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt,
+                      db_->Prepare("SELECT rule, severity, node, device, start_ns, end_ns, "
+                                   "message, recommendation, evidence "
+                                   "FROM findings ORDER BY start_ns, id"));
   std::vector<model::Finding> out;
   Status status;
   while (stmt.Step(&status)) {
@@ -265,9 +268,10 @@ StatusOr<std::vector<Annotation>> NodeStoreReader::Annotations() {
 }
 
 StatusOr<std::optional<int64_t>> NodeStoreReader::LatestTimestampNs() {
-  TP_ASSIGN_OR_RETURN(SqliteStmt stmt, db_->Prepare(
-      "SELECT (SELECT max(last_ns) FROM metric_chunks), (SELECT max(max_end_ns) FROM "
-      "event_chunks)"));
+  TP_ASSIGN_OR_RETURN(
+      SqliteStmt stmt,
+      db_->Prepare("SELECT (SELECT max(last_ns) FROM metric_chunks), (SELECT max(max_end_ns) FROM "
+                   "event_chunks)"));
   Status status;
   std::optional<int64_t> latest;
   if (stmt.Step(&status)) {

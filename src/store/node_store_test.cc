@@ -228,7 +228,8 @@ TEST(NodeStoreTest, CorruptChunkIsSkippedAndCountedTheRestReads) {
   {
     auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
     ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)->Exec("UPDATE metric_chunks SET data = x'deadbeef' WHERE series_id = 1").ok());
+    ASSERT_TRUE(
+        (*db)->Exec("UPDATE metric_chunks SET data = x'deadbeef' WHERE series_id = 1").ok());
   }
   auto r = NodeStoreReader::Open(path);
   ASSERT_TRUE(r.ok());
@@ -259,9 +260,10 @@ TEST(NodeStoreTest, TruncatedStoreNeverCrashesTheReader) {
   ASSERT_TRUE(full.ok());
   for (double fraction : {0.9, 0.5, 0.1}) {
     std::string cut = dir + "/cut.sqlite";
-    ASSERT_TRUE(WriteFileAtomically(cut, full->substr(0, static_cast<size_t>(
-                                              static_cast<double>(full->size()) * fraction)))
-                    .ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(
+            cut, full->substr(0, static_cast<size_t>(static_cast<double>(full->size()) * fraction)))
+            .ok());
     auto r = NodeStoreReader::Open(cut);
     if (!r.ok()) {
       EXPECT_NE(r.status().message().find("cut.sqlite"), std::string::npos);

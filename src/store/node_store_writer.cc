@@ -37,8 +37,8 @@ NodeStoreWriter::NodeStoreWriter(std::unique_ptr<SqliteDb> db, std::string path,
     : db_(std::move(db)), path_(std::move(path)), options_(options) {}
 
 StatusOr<std::unique_ptr<NodeStoreWriter>> NodeStoreWriter::Open(const std::string& path,
-                                                                  const model::NodeInfo& node,
-                                                                  const WriterOptions& options) {
+                                                                 const model::NodeInfo& node,
+                                                                 const WriterOptions& options) {
   size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) TP_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
   TP_ASSIGN_OR_RETURN(auto db, SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate));
@@ -59,7 +59,8 @@ Status NodeStoreWriter::Initialize(const model::NodeInfo& node) {
   TP_RETURN_IF_ERROR(CheckFormatVersion(*db_).status());
 
   // Reopening to append: continue the series and string ids already stored.
-  TP_ASSIGN_OR_RETURN(SqliteStmt series, db_->Prepare("SELECT id, metric, device FROM series ORDER BY id"));
+  TP_ASSIGN_OR_RETURN(SqliteStmt series,
+                      db_->Prepare("SELECT id, metric, device FROM series ORDER BY id"));
   Status status;
   while (series.Step(&status)) {
     auto id = static_cast<SeriesId>(series.Int(0));
@@ -180,7 +181,8 @@ Status NodeStoreWriter::Flush() {
         pending.value_count += static_cast<int64_t>(chunk.ts_ns.size() - buf.flushed);
         buf = SeriesBuffer();
       } else {
-        chunk.ts_ns.assign(buf.ts_ns.begin() + static_cast<ptrdiff_t>(buf.flushed), buf.ts_ns.end());
+        chunk.ts_ns.assign(buf.ts_ns.begin() + static_cast<ptrdiff_t>(buf.flushed),
+                           buf.ts_ns.end());
         chunk.values.assign(buf.values.begin() + static_cast<ptrdiff_t>(buf.flushed),
                             buf.values.end());
         pending.value_count += static_cast<int64_t>(chunk.ts_ns.size());
@@ -216,9 +218,8 @@ Status NodeStoreWriter::Flush() {
     stats_.dropped_values += pending.value_count;
     stats_.dropped_events += static_cast<int64_t>(pending.events.size());
     counters_[model::dq::kWriteErrors] += 1;
-    TP_LOG_ONCE(LogLevel::kWarning,
-                "store writes are failing (" + status.message() +
-                    "); recording continues and counts what is lost");
+    TP_LOG_ONCE(LogLevel::kWarning, "store writes are failing (" + status.message() +
+                                        "); recording continues and counts what is lost");
   }
   return status;
 }
@@ -248,9 +249,11 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
       }
     }
     if (!pending.chunks.empty()) {
-      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
-          "INSERT INTO metric_chunks(series_id, first_ns, last_ns, count, sealed, data) "
-          "VALUES(?, ?, ?, ?, ?, ?)"));
+      TP_ASSIGN_OR_RETURN(
+          SqliteStmt ins,
+          db_->Prepare(
+              "INSERT INTO metric_chunks(series_id, first_ns, last_ns, count, sealed, data) "
+              "VALUES(?, ?, ?, ?, ?, ?)"));
       TP_ASSIGN_OR_RETURN(SqliteStmt del, db_->Prepare("DELETE FROM metric_chunks WHERE id = ?"));
       for (auto& chunk : pending.chunks) {
         std::string blob = EncodeMetricChunk(chunk.ts_ns, chunk.values, options_.zstd_level);
@@ -267,13 +270,14 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
       }
     }
     if (!pending.events.empty()) {
-      std::stable_sort(pending.events.begin(), pending.events.end(),
-                       [](const model::Event& a, const model::Event& b) {
-                         return a.start_ns < b.start_ns;
-                       });
-      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
-          "INSERT INTO event_chunks(first_start_ns, last_start_ns, max_end_ns, count, data) "
-          "VALUES(?, ?, ?, ?, ?)"));
+      std::stable_sort(
+          pending.events.begin(), pending.events.end(),
+          [](const model::Event& a, const model::Event& b) { return a.start_ns < b.start_ns; });
+      TP_ASSIGN_OR_RETURN(
+          SqliteStmt ins,
+          db_->Prepare(
+              "INSERT INTO event_chunks(first_start_ns, last_start_ns, max_end_ns, count, data) "
+              "VALUES(?, ?, ?, ?, ?)"));
       std::vector<EncodedEvent> encoded;
       size_t per_chunk = static_cast<size_t>(std::max<int64_t>(1, options_.max_events_per_chunk));
       for (size_t begin = 0; begin < pending.events.size(); begin += per_chunk) {
@@ -308,9 +312,11 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
       }
     }
     if (!pending.findings.empty()) {
-      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
-          "INSERT INTO findings(rule, severity, node, device, start_ns, end_ns, message, "
-          "recommendation, evidence) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      TP_ASSIGN_OR_RETURN(
+          SqliteStmt ins,
+          db_->Prepare(
+              "INSERT INTO findings(rule, severity, node, device, start_ns, end_ns, message, "
+              "recommendation, evidence) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
       for (const auto& f : pending.findings) {
         TP_RETURN_IF_ERROR(ins.Bind(1, f.rule)
                                .Bind(2, std::string(model::SeverityName(f.severity)))
@@ -325,24 +331,26 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
       }
     }
     if (!pending.counters.empty()) {
-      TP_ASSIGN_OR_RETURN(SqliteStmt up, db_->Prepare(
-          "INSERT INTO counters(name, value) VALUES(?, ?) "
-          "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
+      TP_ASSIGN_OR_RETURN(
+          SqliteStmt up,
+          db_->Prepare("INSERT INTO counters(name, value) VALUES(?, ?) "
+                       "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
       for (const auto& [name, delta] : pending.counters) {
         TP_RETURN_IF_ERROR(up.Bind(1, name).Bind(2, delta).Run());
       }
     }
     if (!pending.annotations.empty()) {
-      TP_ASSIGN_OR_RETURN(SqliteStmt ins, db_->Prepare(
-          "INSERT INTO annotations(ts_ns, key, value) VALUES(?, ?, ?)"));
+      TP_ASSIGN_OR_RETURN(
+          SqliteStmt ins,
+          db_->Prepare("INSERT INTO annotations(ts_ns, key, value) VALUES(?, ?, ?)"));
       for (const auto& [ts, key, value] : pending.annotations) {
         TP_RETURN_IF_ERROR(ins.Bind(1, ts).Bind(2, key).Bind(3, value).Run());
       }
     }
     if (!pending.meta.empty()) {
-      TP_ASSIGN_OR_RETURN(SqliteStmt up, db_->Prepare(
-          "INSERT INTO meta(key, value) VALUES(?, ?) "
-          "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+      TP_ASSIGN_OR_RETURN(SqliteStmt up,
+                          db_->Prepare("INSERT INTO meta(key, value) VALUES(?, ?) "
+                                       "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
       for (const auto& [key, value] : pending.meta) {
         TP_RETURN_IF_ERROR(up.Bind(1, key).Bind(2, value).Run());
       }

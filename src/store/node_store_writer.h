@@ -32,7 +32,7 @@
 namespace trainprof::store {
 
 struct WriterOptions {
-  int64_t seal_values = 4096;          // values per sealed metric chunk
+  int64_t seal_values = 4096;  // values per sealed metric chunk
   int64_t max_events_per_chunk = 65536;
   int zstd_level = 3;
   // When > 0, a background thread flushes this often (the durability bound).
@@ -58,8 +58,8 @@ class NodeStoreWriter {
  public:
   // Creates the store (and its parent directory) or reopens an existing one to append.
   static StatusOr<std::unique_ptr<NodeStoreWriter>> Open(const std::string& path,
-                                                          const model::NodeInfo& node,
-                                                          const WriterOptions& options = {});
+                                                         const model::NodeInfo& node,
+                                                         const WriterOptions& options = {});
   ~NodeStoreWriter();
   NodeStoreWriter(const NodeStoreWriter&) = delete;
   NodeStoreWriter& operator=(const NodeStoreWriter&) = delete;
@@ -86,7 +86,7 @@ class NodeStoreWriter {
 
  private:
   struct SeriesBuffer {
-    std::vector<int64_t> ts_ns;     // values since the last sealed chunk
+    std::vector<int64_t> ts_ns;  // values since the last sealed chunk
     std::vector<double> values;
     size_t flushed = 0;             // how many of them are already in tail chunks
     std::vector<int64_t> tail_ids;  // rowids of those tail chunks

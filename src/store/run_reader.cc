@@ -132,9 +132,8 @@ StepTable BuildSteps(const EventTable& events) {
   for (size_t i = 0; i < events.size(); ++i) {
     if (events.category[i] == step_cat && events.kind[i] == 0) order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return events.start_ns[a] < events.start_ns[b];
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return events.start_ns[a] < events.start_ns[b]; });
   for (size_t i : order) {
     Key key{events.node[i], events.rank[i], events.pid[i], events.mode[i], events.step[i]};
     if (row_of.count(key)) continue;  // a duplicate step record: keep the first
@@ -179,9 +178,8 @@ StatusOr<std::vector<model::Finding>> RunReader::Findings() {
     TP_ASSIGN_OR_RETURN(auto findings, node->Findings());
     out.insert(out.end(), findings.begin(), findings.end());
   }
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.start_ns < b.start_ns;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
   return out;
 }
 

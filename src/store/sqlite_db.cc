@@ -62,8 +62,8 @@ bool SqliteStmt::Step(Status* status) {
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) {
     sqlite3* db = sqlite3_db_handle(stmt_);
-    *status = Status(SqliteStatusCode(rc), (path_ ? *path_ + ": " : std::string()) +
-                                               sqlite3_errmsg(db));
+    *status =
+        Status(SqliteStatusCode(rc), (path_ ? *path_ + ": " : std::string()) + sqlite3_errmsg(db));
   }
   return false;
 }
@@ -98,8 +98,8 @@ std::string_view SqliteStmt::Blob(int col) const {
 StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, Mode mode) {
   sqlite3* db = nullptr;
   int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
-  flags |= mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY
-                                   : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  flags |=
+      mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
