@@ -81,7 +81,10 @@ Status NodeStoreWriter::Initialize(const model::NodeInfo& node) {
   meta_["node"] = node.node;
   meta_["node_info"] = model::NodeInfoToJson(node);
   meta_["trainprof_version"] = kVersion;
-  meta_.emplace("created_ns", std::to_string(WallNowNs()));
+  TP_ASSIGN_OR_RETURN(SqliteStmt created,
+                      db_->Prepare("SELECT 1 FROM meta WHERE key = 'created_ns'"));
+  if (!created.Step(&status)) meta_["created_ns"] = std::to_string(WallNowNs());
+  TP_RETURN_IF_ERROR(status);
   return Flush();
 }
 
@@ -407,9 +410,14 @@ Status NodeStoreWriter::Close() {
   closed_ = true;
   if (!status.ok()) return status;
   TP_RETURN_IF_ERROR(db_->Exec("PRAGMA incremental_vacuum"));
-  TP_RETURN_IF_ERROR(db_->Exec("PRAGMA wal_checkpoint(TRUNCATE)"));
-  // Leave WAL mode: a finished store is a single file that read-only media can open.
-  return db_->Exec("PRAGMA journal_mode = DELETE");
+  // Leave WAL mode so that a finished store is one file that read-only media can open. That
+  // needs the database to ourselves: while a live reader (dashboard, rules) still has it open,
+  // the store simply stays in WAL mode, which is equally complete and consistent.
+  sqlite3_busy_timeout(db_->raw(), 200);
+  if (db_->Exec("PRAGMA wal_checkpoint(TRUNCATE)").ok()) {
+    (void)db_->Exec("PRAGMA journal_mode = DELETE");
+  }
+  return OkStatus();
 }
 
 }  // namespace trainprof::store

@@ -23,6 +23,11 @@ std::string NodeStorePath(const std::string& run_dir, const std::string& node) {
                   kStoreFileName);
 }
 
+std::string ProcessStorePath(const std::string& run_dir, const std::string& node, int64_t pid) {
+  return JoinPath(JoinPath(JoinPath(run_dir, kNodesDirName), SanitizeNodeName(node)),
+                  "proc-" + std::to_string(pid) + ".sqlite");
+}
+
 Status WriteRunMetadata(const std::string& run_dir, const model::RunMetadata& metadata) {
   TP_RETURN_IF_ERROR(MakeDirs(run_dir));
   return WriteFileAtomically(RunJsonPath(run_dir), model::RunMetadataToJson(metadata));
@@ -47,6 +52,30 @@ StatusOr<std::vector<std::string>> ListNodeDirs(const std::string& run_dir) {
   std::vector<std::string> out;
   for (auto& name : names) {
     if (IsDirectory(JoinPath(nodes_dir, name))) out.push_back(std::move(name));
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::string>> ListStoreFiles(const std::string& run_dir) {
+  TP_ASSIGN_OR_RETURN(auto node_dirs, ListNodeDirs(run_dir));
+  std::vector<std::string> out;
+  for (const auto& name : node_dirs) {
+    std::string dir = JoinPath(JoinPath(run_dir, kNodesDirName), name);
+    TP_ASSIGN_OR_RETURN(auto files, ListDirectory(dir));
+    std::string main_store = JoinPath(dir, kStoreFileName);
+    bool has_main = false;
+    std::vector<std::string> others;
+    for (const auto& f : files) {
+      if (f.size() < 7 || f.compare(f.size() - 7, 7, ".sqlite") != 0) continue;
+      if (f == kStoreFileName) {
+        has_main = true;
+      } else {
+        others.push_back(JoinPath(dir, f));
+      }
+    }
+    // A node directory without any store is reported by the reader (missing store.sqlite).
+    if (has_main || others.empty()) out.push_back(main_store);
+    out.insert(out.end(), others.begin(), others.end());
   }
   return out;
 }

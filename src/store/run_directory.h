@@ -2,7 +2,9 @@
 // The run directory: one run, self-describing.
 //
 //   <run>/run.json                      run metadata (model::RunMetadata), replaced atomically
-//   <run>/nodes/<node>/store.sqlite     one store per node (NodeStoreWriter / NodeStoreReader)
+//   <run>/nodes/<node>/store.sqlite     the node's store (NodeStoreWriter / NodeStoreReader)
+//   <run>/nodes/<node>/proc-<pid>.sqlite  stores of instrumented processes on that node, each
+//                                       written by its own process (no shared writer needed)
 //
 // Several nodes may write into one run directory on shared storage, each into its own store.
 
@@ -22,6 +24,8 @@ inline constexpr const char* kNodesDirName = "nodes";
 
 std::string RunJsonPath(const std::string& run_dir);
 std::string NodeStorePath(const std::string& run_dir, const std::string& node);
+// The store an instrumented process writes by itself: nodes/<node>/proc-<pid>.sqlite.
+std::string ProcessStorePath(const std::string& run_dir, const std::string& node, int64_t pid);
 // Node names become directory names: anything but [A-Za-z0-9._-] turns into '_'.
 std::string SanitizeNodeName(const std::string& node);
 
@@ -36,6 +40,8 @@ StatusOr<std::unique_ptr<NodeStoreWriter>> OpenNodeWriter(const std::string& run
 
 // The node directories present in a run (store file names are not checked here).
 StatusOr<std::vector<std::string>> ListNodeDirs(const std::string& run_dir);
+// Every store file of a run: per node directory, store.sqlite first, then the process stores.
+StatusOr<std::vector<std::string>> ListStoreFiles(const std::string& run_dir);
 
 // Whether `dir` looks like a run directory (has run.json or nodes/).
 bool IsRunDirectory(const std::string& dir);

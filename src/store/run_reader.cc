@@ -32,23 +32,22 @@ Status RunReader::Refresh() {
       problems_.push_back(problem);
     }
   }
-  TP_ASSIGN_OR_RETURN(auto node_dirs, ListNodeDirs(dir_));
-  for (const std::string& name : node_dirs) {
-    if (nodes_.count(name)) continue;
-    std::string path = NodeStorePath(dir_, name);
+  TP_ASSIGN_OR_RETURN(auto store_files, ListStoreFiles(dir_));
+  for (const std::string& path : store_files) {
+    if (nodes_.count(path)) continue;
     auto node = NodeStoreReader::Open(path);
     if (!node.ok()) {
       if (node.status().code() == StatusCode::kFailedPrecondition) return node.status();
-      if (std::find(failed_nodes_.begin(), failed_nodes_.end(), name) == failed_nodes_.end()) {
-        failed_nodes_.push_back(name);
+      if (std::find(failed_nodes_.begin(), failed_nodes_.end(), path) == failed_nodes_.end()) {
+        failed_nodes_.push_back(path);
         problems_.push_back(node.status().message());
       }
       continue;
     }
     if (!(*node)->warning().empty()) problems_.push_back((*node)->warning());
-    failed_nodes_.erase(std::remove(failed_nodes_.begin(), failed_nodes_.end(), name),
+    failed_nodes_.erase(std::remove(failed_nodes_.begin(), failed_nodes_.end(), path),
                         failed_nodes_.end());
-    nodes_[name] = std::move(node).value();
+    nodes_[path] = std::move(node).value();
   }
   if (nodes_.empty() && !failed_nodes_.empty()) {
     return DataLoss(dir_ + ": no node store could be read: " + problems_.back());
@@ -58,13 +57,26 @@ Status RunReader::Refresh() {
 
 std::vector<std::string> RunReader::nodes() const {
   std::vector<std::string> out;
-  for (const auto& [name, node] : nodes_) out.push_back(node->node());
+  for (const model::NodeInfo* info : node_infos()) out.push_back(info->node);
   return out;
 }
 
 std::vector<const model::NodeInfo*> RunReader::node_infos() const {
+  // One entry per node name; the facts of a node's main store (store.sqlite) win over those
+  // its processes' stores carry.
   std::vector<const model::NodeInfo*> out;
-  for (const auto& [name, node] : nodes_) out.push_back(&node->info());
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& [path, node] : nodes_) {
+      bool main_store =
+          path.size() >= 12 && path.compare(path.size() - 12, 12, "store.sqlite") == 0;
+      if ((pass == 0) != main_store) continue;
+      bool seen = false;
+      for (const auto* info : out) seen |= info->node == node->node();
+      if (!seen) out.push_back(&node->info());
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const model::NodeInfo* a, const model::NodeInfo* b) { return a->node < b->node; });
   return out;
 }
 

@@ -23,7 +23,7 @@ struct NodeSeries {
   SeriesInfo series;
 };
 
-// Where to resume tailing events: per node, the last event chunk already returned.
+// Where to resume tailing events: per store file, the last event chunk already returned.
 struct EventCursor {
   std::map<std::string, int64_t> last_chunk_id;
 };
@@ -62,8 +62,9 @@ class RunReader {
 
   std::string dir_;
   model::RunMetadata metadata_;
-  std::map<std::string, std::unique_ptr<NodeStoreReader>> nodes_;  // by directory name
-  std::vector<std::string> failed_nodes_;
+  // Every store file of the run (several per node when processes write their own), by path.
+  std::map<std::string, std::unique_ptr<NodeStoreReader>> nodes_;
+  std::vector<std::string> failed_nodes_;  // store paths that could not be opened
   std::vector<std::string> problems_;
   int64_t corrupt_chunks_seen_ = 0;
 };

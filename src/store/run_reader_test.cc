@@ -101,6 +101,31 @@ TEST(RunReaderTest, StepsAddUpTheirParts) {
   }
 }
 
+TEST(RunReaderTest, ProcessStoresMergeIntoTheirNode) {
+  std::string dir = MakeTwoNodeRun();
+  // Two training processes on algo-1 writing their own stores beside the node's store.
+  for (int64_t pid : {4242, 4243}) {
+    auto w = NodeStoreWriter::Open(ProcessStorePath(dir, "algo-1", pid), TestNode("algo-1"));
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    model::Event e = Span("step", 99, kT0 + 5000 * kMs, kMs, 7);
+    e.pid = pid;
+    (*w)->AppendEvent(e);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->nodes(), (std::vector<std::string>{"algo-1", "algo-2"}));
+  EventQuery q;
+  q.ranks = {7};
+  auto ev = (*r)->Events(q);
+  ASSERT_TRUE(ev.ok());
+  ASSERT_EQ(ev->size(), 2u);
+  EXPECT_EQ(ev->nodes.at(ev->node[0]), "algo-1");
+  auto steps = (*r)->Steps();
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(steps->size(), 8u);  // 6 from the node stores + one per process
+}
+
 TEST(RunReaderTest, TailsNewEventsIncrementally) {
   std::string dir = MakeTempDir("trainprof_tail");
   model::RunMetadata m;
