@@ -15,7 +15,7 @@ cmake --build build/bench -j"$(nproc)" >/dev/null
 
 if [[ ! -x .venv-bench/bin/python ]]; then
   python3 -m venv .venv-bench
-  .venv-bench/bin/pip install -q smdebug pandas numpy psutil || echo "(some peers failed to install)"
+  .venv-bench/bin/pip install -q smdebug requests pandas numpy psutil || echo "(some peers failed to install)"
 fi
 # The bench venv sees the project's package through the main venv's site-packages.
 SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')

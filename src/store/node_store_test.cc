@@ -67,6 +67,16 @@ TEST(NodeStoreTest, WritesAndReadsMetricsEventsFindingsCounters) {
     EXPECT_EQ((*w)->stats().values_written, 500);
   }
   EXPECT_FALSE(PathExists(path + "-wal"));  // a closed store is one file
+  {
+    // ...holding sealed chunks only: every tail was folded into a sealed chunk at close.
+    auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadOnly);
+    ASSERT_TRUE(db.ok());
+    auto stmt = (*db)->Prepare("SELECT count(*) FROM metric_chunks WHERE sealed = 0");
+    ASSERT_TRUE(stmt.ok());
+    Status st;
+    ASSERT_TRUE(stmt->Step(&st));
+    EXPECT_EQ(stmt->Int(0), 0);
+  }
 
   auto r = NodeStoreReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -172,10 +172,12 @@ Status NodeStoreWriter::Flush() {
     std::lock_guard<std::mutex> lock(mu_);
     for (SeriesId id = 1; id <= series_.size(); ++id) {
       SeriesBuffer& buf = series_[id - 1];
-      if (buf.ts_ns.size() == buf.flushed) continue;
+      // At close, series whose values all sit in tail chunks still need sealing.
+      bool seal_tails = sealing_all_ && !buf.tail_ids.empty();
+      if (buf.ts_ns.size() == buf.flushed && !seal_tails) continue;
       Pending::Chunk chunk;
       chunk.series = id;
-      if (static_cast<int64_t>(buf.ts_ns.size()) >= options_.seal_values) {
+      if (static_cast<int64_t>(buf.ts_ns.size()) >= options_.seal_values || seal_tails) {
         chunk.sealed = true;
         chunk.ts_ns = std::move(buf.ts_ns);
         chunk.values = std::move(buf.values);
@@ -404,7 +406,9 @@ Status NodeStoreWriter::Close() {
   // Seal every series so that the finished store holds large chunks only.
   int64_t saved_seal = options_.seal_values;
   options_.seal_values = 1;
+  sealing_all_ = true;
   Status status = Flush();
+  sealing_all_ = false;
   options_.seal_values = saved_seal;
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   closed_ = true;

@@ -118,6 +118,7 @@ class NodeStoreWriter {
   std::mutex flush_mu_;  // serializes Flush/Close; guards db_ and the string table
   std::unordered_map<std::string, uint32_t> string_ids_;
   bool closed_ = false;
+  std::atomic<bool> sealing_all_{false};  // set by Close() for its final flush
 
   std::thread flusher_;
   std::mutex flusher_mu_;
