@@ -56,6 +56,8 @@ def _open_train_step(start: int) -> None:
         return
     if S.step is not None:  # an eval step is not open across calls; anything else: leave it
         return
+    if A.in_optimizer:  # a closure inside optimizer.step (e.g. Lightning): the step began there
+        start = min(start, A.opt_start)
     A.step_open = True
     A.step_start = start
     A.micro_batches = 0

@@ -48,18 +48,19 @@ class TorchDetail:
         self.prof = None
         self.marker_ns = None
         self.steps: list[tuple[int, int, int]] = []  # (step, start_mono, end_mono)
-        self._step_start = None
+        self.done = False
 
-    def hook(self, event: str, n: int, mode: str) -> None:
-        if mode != "train":
+    def hook(self, event: str, n: int, mode: str, start, end) -> None:
+        if mode != "train" or self.done:
             return
-        if event == "begin":
-            if n == self.lo and self.prof is None:
-                self._start()
-            if self.prof is not None:
-                self._step_start = _perf()
-        elif event == "end" and self.prof is not None:
-            self.steps.append((n, self._step_start or _perf(), _perf()))
+        # A step is known to have begun only once its first activity ended, so the profiler
+        # starts when the step before the range ends (or, for step 0, as soon as it can).
+        if event == "end" and n == self.lo - 1 and self.prof is None:
+            self._start()
+        elif event == "begin" and n == self.lo and self.prof is None:
+            self._start()
+        elif event == "end" and self.prof is not None and self.lo <= n <= self.hi:
+            self.steps.append((n, start, end))
             if n >= self.hi:
                 self._stop()
 
@@ -77,6 +78,7 @@ class TorchDetail:
 
     def _stop(self) -> None:
         prof, self.prof = self.prof, None
+        self.done = True
         prof.__exit__(None, None, None)
         fd, path = tempfile.mkstemp(prefix="trainprof-kineto-", suffix=".json")
         os.close(fd)
@@ -130,17 +132,20 @@ class PythonDetail:
     def __init__(self, lo: int, hi: int):
         self.lo, self.hi = lo, hi
         self.prof = None
+        self.done = False
 
-    def hook(self, event: str, n: int, mode: str) -> None:
+    def hook(self, event: str, n: int, mode: str, start, end) -> None:
         if mode != "train":
             return
-        if event == "begin" and n == self.lo and self.prof is None:
+        if (event == "end" and n == self.lo - 1 or event == "begin" and n == self.lo) and self.prof is None \
+                and not self.done:
             import cProfile
 
             self.prof = cProfile.Profile()
             self.prof.enable()
         elif event == "end" and self.prof is not None and n >= self.hi:
             prof, self.prof = self.prof, None
+            self.done = True
             prof.disable()
             store_pstats(prof, self.lo, self.hi)
 

@@ -46,7 +46,7 @@ class _State:
     dropped = 0
     drain_thread: threading.Thread | None = None
     stop_event: threading.Event | None = None
-    step_hooks: list = []  # callables (event, step, mode) for detail profiling
+    step_hooks: list = []  # callables (event, step, mode, start, end) for detail profiling
     pid = 0
 
 
@@ -150,7 +150,7 @@ def begin_step(mode: str, number: int | None = None) -> int:
     S.mode = mode
     for hook in S.step_hooks:
         try:
-            hook("begin", n, mode)
+            hook("begin", n, mode, None, None)
         except Exception as exc:  # noqa: BLE001
             warn_once("step_hook", f"step hook failed: {exc}")
     return n
@@ -165,7 +165,7 @@ def end_step(start: int, end: int, args: str | None = None) -> None:
     S.mode = ""
     for hook in S.step_hooks:
         try:
-            hook("end", n, mode)
+            hook("end", n, mode, start, end)
         except Exception as exc:  # noqa: BLE001
             warn_once("step_hook", f"step hook failed: {exc}")
 
