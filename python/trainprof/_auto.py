@@ -171,35 +171,71 @@ def _patch_backward(torch) -> None:
 # Optimizer: global step hooks (torch >= 2.0).
 
 
+def _opt_enter() -> None:
+    if A.in_optimizer == 0:
+        A.opt_start = _perf()
+        A.opt_nested_ns = 0
+    A.in_optimizer += 1
+
+
+def _opt_exit(optimizer) -> None:
+    if A.in_optimizer == 0:
+        return
+    A.in_optimizer -= 1
+    if A.in_optimizer:
+        return
+    t1 = _perf()
+    try:
+        if not S.explicit_steps and S.step is None:
+            _open_train_step(A.opt_start)
+        # Time spent in forward/backward run by a closure inside step() is theirs, not the
+        # optimizer's: the span keeps its start and is shortened by that time.
+        exclusive = max(0, t1 - A.opt_start - A.opt_nested_ns)
+        R.record_span("optimizer.step", "optimizer", A.opt_start, A.opt_start + exclusive,
+                      args=json.dumps({"optimizer": type(optimizer).__name__}))
+        _close_train_step(t1)
+    except Exception as exc:  # noqa: BLE001
+        warn_once("optimizer", f"optimizer instrumentation failed: {exc}")
+
+
 def _install_optimizer_hooks(torch) -> None:
-    opt = torch.optim.optimizer
+    """Times Optimizer.step from outside torch's own step wrapper (so its hook and profiler
+    bookkeeping count as optimizer time, as a user's timer around opt.step() sees it); falls
+    back to the global step hooks where that wrapper does not exist."""
+    import functools
+    import importlib
+
+    opt = importlib.import_module("torch.optim.optimizer")
+    Optimizer = opt.Optimizer
+    orig_phs = getattr(Optimizer, "profile_hook_step", None)
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+    if orig_phs is not None:
+
+        def profile_hook_step(func):
+            wrapped = orig_phs(func)
+
+            @functools.wraps(wrapped)
+            def step(*args, **kwargs):
+                if not S.active or is_compiling():
+                    return wrapped(*args, **kwargs)
+                _opt_enter()
+                try:
+                    return wrapped(*args, **kwargs)
+                finally:
+                    _opt_exit(args[0] if args else None)
+
+            return step
+
+        Optimizer.profile_hook_step = staticmethod(profile_hook_step)
+        return
 
     def pre(optimizer, args, kwargs):
-        if not S.active:
-            return
-        if A.in_optimizer == 0:
-            A.opt_start = _perf()
-            A.opt_nested_ns = 0
-        A.in_optimizer += 1
+        if S.active:
+            _opt_enter()
 
     def post(optimizer, args, kwargs):
-        if not S.active or A.in_optimizer == 0:
-            return
-        A.in_optimizer -= 1
-        if A.in_optimizer:
-            return
-        t1 = _perf()
-        try:
-            if not S.explicit_steps and S.step is None:
-                _open_train_step(A.opt_start)
-            # Time spent in forward/backward run by a closure inside step() is theirs, not the
-            # optimizer's: the span keeps its start and is shortened by that time.
-            exclusive = max(0, t1 - A.opt_start - A.opt_nested_ns)
-            R.record_span("optimizer.step", "optimizer", A.opt_start, A.opt_start + exclusive,
-                          args=json.dumps({"optimizer": type(optimizer).__name__}))
-            _close_train_step(t1)
-        except Exception as exc:  # noqa: BLE001
-            warn_once("optimizer", f"optimizer instrumentation failed: {exc}")
+        if S.active:
+            _opt_exit(optimizer)
 
     opt.register_optimizer_step_pre_hook(pre)
     opt.register_optimizer_step_post_hook(post)

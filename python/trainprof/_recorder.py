@@ -88,7 +88,12 @@ def drain() -> None:
     if n == 0 and S.dropped == 0:
         return
     pop = buf.popleft
-    items = [pop() for _ in range(n)]
+    items = []
+    try:  # another thread may be draining too: it takes its share
+        for _ in range(n):
+            items.append(pop())
+    except IndexError:
+        pass
     try:
         core = _core()
         if S.active:
