@@ -76,8 +76,7 @@ int main(int argc, char** argv) {
               span / clocks);
   std::printf("  %-40s %8.1f ns\n", "empty loop iteration", empty);
   std::printf("  target <= 100 ns per span: %s\n", span <= 100 ? "met" : "NOT met");
-  std::printf("  events written %lld, dropped %lld\n",
-              static_cast<long long>(stats.written_events),
+  std::printf("  events written %lld, dropped %lld\n", static_cast<long long>(stats.written_events),
               static_cast<long long>(stats.dropped_events));
   return 0;
 }
