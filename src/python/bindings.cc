@@ -23,6 +23,8 @@
 namespace py = pybind11;
 using namespace trainprof;
 
+void BindRecorder(py::module_& m);  // recorder_bindings.cc
+
 namespace {
 
 // Raised for every non-ok Status; the Python layer subclasses it by code.
@@ -331,6 +333,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "trainprof native core (C++): run store readers and writers, the CLI";
   m.attr("__version__") = kVersion;
   m.attr("MISSING") = model::kMissing;
+  BindRecorder(m);
 
   py::object base = py::module_::import("builtins").attr("Exception");
   py::dict ns;

@@ -1,0 +1,471 @@
+"""Automatic PyTorch instrumentation: steps, mode, data wait, forward, backward, optimizer,
+DataLoader configuration, collectives, CUDA step time; installed when torch is imported.
+
+Step model: a training step is one optimizer step. It opens at the first training activity after
+the previous step closed (waiting for a batch, a forward in training mode, a backward) and closes
+when ``Optimizer.step`` returns, so gradient accumulation's micro-batches (each a forward and a
+backward) land inside one step; the step span's args count them. A forward outside a training
+step in eval mode (``module.eval()``, ``torch.no_grad()`` or ``torch.inference_mode()``) is one
+eval step, spanning its batch wait and its forward. When the user marks steps with
+``trainprof.step()``, those are the steps and only the parts are recorded automatically.
+
+Compiled models: every wrapper returns straight to PyTorch when ``torch.compiler.is_compiling()``
+so dynamo traces through it without a graph break; the outermost module call (outside the
+compiled region) is what gets timed.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import sys
+import weakref
+
+from trainprof import _recorder as R
+from trainprof._recorder import S, _perf, warn_once
+
+_installed = False
+
+
+class _A:
+    """State of the automatic instrumentation (the training thread mutates it)."""
+
+    depth = 0  # >0 inside a timed outermost module call
+    step_open = False  # an automatic training step is open
+    step_start = 0
+    micro_batches = 0
+    pending_wait: tuple | None = None  # (start, end) of a batch wait not yet given a step
+    in_optimizer = 0
+    opt_start = 0
+    opt_nested_ns = 0  # forward/backward time inside optimizer.step (closures, e.g. Lightning)
+    cuda_start = None
+    cuda_pending: list = []
+    loaders_seen = 0
+
+
+A = _A()
+
+
+def _auto_steps() -> bool:
+    return not S.explicit_steps
+
+
+def _open_train_step(start: int) -> None:
+    if not _auto_steps() or A.step_open:
+        return
+    if S.step is not None:  # an eval step is not open across calls; anything else: leave it
+        return
+    if A.in_optimizer:  # a closure inside optimizer.step (e.g. Lightning): the step began there
+        start = min(start, A.opt_start)
+    A.step_open = True
+    A.step_start = start
+    A.micro_batches = 0
+    R.begin_step("train")
+    _cuda_step_begin()
+
+
+def _close_train_step(end: int) -> None:
+    if not A.step_open:
+        return
+    A.step_open = False
+    R.end_step(A.step_start, end, json.dumps({"micro_batches": A.micro_batches}))
+    _cuda_step_end(A.step_start)
+
+
+def _flush_pending_wait(step=R.CURRENT, mode=R.CURRENT) -> None:
+    w = A.pending_wait
+    if w is None:
+        return
+    A.pending_wait = None
+    R.record_span("data_wait", "data_wait", w[0], w[1], step=step, mode=mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward: the outermost nn.Module call.
+
+
+def _training_mode(module, torch) -> bool:
+    return bool(module.training) and torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+
+
+def _on_forward(module, torch, t0: int, t1: int) -> None:
+    if A.in_optimizer:
+        A.opt_nested_ns += t1 - t0
+    if S.explicit_steps or S.step is not None and not A.step_open:
+        # inside a user step (or between them): a part of it
+        _flush_pending_wait()
+        R.record_span("forward", "forward", t0, t1)
+        return
+    training = _training_mode(module, torch)
+    if training or A.step_open:
+        start = A.pending_wait[0] if A.pending_wait else t0
+        _open_train_step(min(start, t0))
+        _flush_pending_wait()
+        R.record_span("forward", "forward", t0, t1)
+        return
+    # eval: one eval step = its batch wait + this forward
+    start = A.pending_wait[0] if A.pending_wait else t0
+    n = R.begin_step("eval")
+    _flush_pending_wait(step=n, mode="eval")
+    R.record_span("forward", "forward", t0, t1, step=n, mode="eval")
+    R.end_step(start, t1)
+
+
+def _patch_module_call(torch) -> None:
+    Module = torch.nn.Module
+    orig = Module.__call__
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+
+    def __call__(self, *args, **kwargs):
+        if A.depth or not S.active or is_compiling():
+            return orig(self, *args, **kwargs)
+        A.depth = 1
+        t0 = _perf()
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            t1 = _perf()
+            A.depth = 0
+            try:
+                _on_forward(self, torch, t0, t1)
+            except Exception as exc:  # noqa: BLE001
+                warn_once("forward", f"forward instrumentation failed: {exc}")
+
+    __call__._trainprof_orig = orig  # type: ignore[attr-defined]
+    Module.__call__ = __call__
+
+
+# ---------------------------------------------------------------------------------------------
+# Backward
+
+
+def _patch_backward(torch) -> None:
+    autograd = torch.autograd
+    orig = autograd.backward
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+
+    def backward(*args, **kwargs):
+        if not S.active or A.depth or is_compiling():
+            return orig(*args, **kwargs)
+        t0 = _perf()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            t1 = _perf()
+            try:
+                if A.in_optimizer:
+                    A.opt_nested_ns += t1 - t0
+                if not S.explicit_steps and S.step is None:
+                    _open_train_step(t0)
+                A.micro_batches += 1
+                _flush_pending_wait()
+                R.record_span("backward", "backward", t0, t1)
+            except Exception as exc:  # noqa: BLE001
+                warn_once("backward", f"backward instrumentation failed: {exc}")
+
+    autograd.backward = backward
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizer: global step hooks (torch >= 2.0).
+
+
+def _opt_enter() -> None:
+    if A.in_optimizer == 0:
+        A.opt_start = _perf()
+        A.opt_nested_ns = 0
+    A.in_optimizer += 1
+
+
+def _opt_exit(optimizer) -> None:
+    if A.in_optimizer == 0:
+        return
+    A.in_optimizer -= 1
+    if A.in_optimizer:
+        return
+    t1 = _perf()
+    try:
+        if not S.explicit_steps and S.step is None:
+            _open_train_step(A.opt_start)
+        # Time spent in forward/backward run by a closure inside step() is theirs, not the
+        # optimizer's: the span keeps its start and is shortened by that time.
+        exclusive = max(0, t1 - A.opt_start - A.opt_nested_ns)
+        R.record_span("optimizer.step", "optimizer", A.opt_start, A.opt_start + exclusive,
+                      args=json.dumps({"optimizer": type(optimizer).__name__}))
+        _close_train_step(t1)
+    except Exception as exc:  # noqa: BLE001
+        warn_once("optimizer", f"optimizer instrumentation failed: {exc}")
+
+
+def _install_optimizer_hooks(torch) -> None:
+    """Times Optimizer.step from outside torch's own step wrapper (so its hook and profiler
+    bookkeeping count as optimizer time, as a user's timer around opt.step() sees it); falls
+    back to the global step hooks where that wrapper does not exist."""
+    import functools
+    import importlib
+
+    opt = importlib.import_module("torch.optim.optimizer")
+    Optimizer = opt.Optimizer
+    orig_phs = getattr(Optimizer, "profile_hook_step", None)
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+    if orig_phs is not None:
+
+        def profile_hook_step(func):
+            wrapped = orig_phs(func)
+
+            @functools.wraps(wrapped)
+            def step(*args, **kwargs):
+                if not S.active or is_compiling():
+                    return wrapped(*args, **kwargs)
+                _opt_enter()
+                try:
+                    return wrapped(*args, **kwargs)
+                finally:
+                    _opt_exit(args[0] if args else None)
+
+            return step
+
+        Optimizer.profile_hook_step = staticmethod(profile_hook_step)
+        return
+
+    def pre(optimizer, args, kwargs):
+        if S.active:
+            _opt_enter()
+
+    def post(optimizer, args, kwargs):
+        if S.active:
+            _opt_exit(optimizer)
+
+    opt.register_optimizer_step_pre_hook(pre)
+    opt.register_optimizer_step_post_hook(post)
+
+
+# ---------------------------------------------------------------------------------------------
+# DataLoader: time waiting for each batch, and the loader's configuration.
+
+
+def _loader_config(loader) -> dict:
+    cfg = {}
+    for key in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batch_size",
+                "drop_last"):
+        value = getattr(loader, key, None)
+        cfg[key] = value if isinstance(value, (int, float, bool, str, type(None))) else str(value)
+    cfg["dataset"] = type(getattr(loader, "dataset", None)).__name__
+    cfg["sampler"] = type(getattr(loader, "sampler", None)).__name__
+    return cfg
+
+
+def _patch_dataloader(torch) -> None:
+    dl = torch.utils.data.dataloader
+    BaseIter = dl._BaseDataLoaderIter
+    orig_next = BaseIter.__next__
+    orig_init = BaseIter.__init__
+    seen = weakref.WeakSet()
+
+    def __init__(self, loader, *args, **kwargs):
+        orig_init(self, loader, *args, **kwargs)
+        try:
+            if S.active and loader not in seen:
+                seen.add(loader)
+                index = A.loaders_seen
+                A.loaders_seen += 1
+                R.annotate(**{f"dataloader.{index}": _loader_config(loader)})
+        except Exception as exc:  # noqa: BLE001
+            warn_once("loader_config", f"could not read the DataLoader configuration: {exc}")
+
+    def __next__(self):
+        if not S.active:
+            return orig_next(self)
+        t0 = _perf()
+        try:
+            return orig_next(self)
+        except StopIteration:
+            # the end of an epoch: shutting down is not a batch wait of any step
+            R.record_span("data_wait", "data_wait", t0, _perf(), step=None, mode="")
+            t0 = None
+            raise
+        finally:
+            t1 = _perf()
+            try:
+                if t0 is None:
+                    pass
+                elif S.explicit_steps or (S.step is not None):
+                    # inside a (user or automatic) step: gradient accumulation's next micro-batch
+                    _flush_pending_wait()
+                    R.record_span("data_wait", "data_wait", t0, t1)
+                elif A.pending_wait is not None:
+                    # two fetches without a forward in between: keep both, the first without a step
+                    _flush_pending_wait(step=None, mode="")
+                    A.pending_wait = (t0, t1)
+                else:
+                    A.pending_wait = (t0, t1)
+            except Exception as exc:  # noqa: BLE001
+                warn_once("data_wait", f"data-wait instrumentation failed: {exc}")
+
+    BaseIter.__init__ = __init__
+    BaseIter.__next__ = __next__
+
+
+# ---------------------------------------------------------------------------------------------
+# Collectives (host-side time of the call) and the rank once the process group exists.
+
+_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+                "reduce_scatter_tensor", "broadcast", "barrier", "all_to_all", "all_to_all_single",
+                "reduce", "gather", "scatter", "all_gather_object", "broadcast_object_list")
+
+
+def _patch_distributed(torch) -> None:
+    try:
+        import torch.distributed as dist
+    except Exception:  # noqa: BLE001
+        return
+    if not dist.is_available():
+        return
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+
+    def wrap(name, orig):
+        def collective(*args, **kwargs):
+            if not S.active or is_compiling():
+                return orig(*args, **kwargs)
+            t0 = _perf()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                R.record_span(name, "collective", t0, _perf())
+
+        collective.__wrapped__ = orig
+        collective.__name__ = name
+        return collective
+
+    for name in _COLLECTIVES:
+        orig = getattr(dist, name, None)
+        if orig is not None and not hasattr(orig, "_trainprof"):
+            w = wrap(name, orig)
+            w._trainprof = True
+            setattr(dist, name, w)
+
+    orig_init = dist.init_process_group
+
+    def init_process_group(*args, **kwargs):
+        out = orig_init(*args, **kwargs)
+        try:
+            if S.active:
+                R._core().recorder_set_rank(dist.get_rank(), R._dist.identity()["local_rank"],
+                                            dist.get_world_size())
+        except Exception as exc:  # noqa: BLE001
+            warn_once("rank", f"could not read the rank: {exc}")
+        return out
+
+    dist.init_process_group = init_process_group
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA: device-side step time from CUDA events, when CUDA is in use.
+
+
+def _cuda_step_begin() -> None:
+    torch = sys.modules.get("torch")
+    A.cuda_start = None
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            A.cuda_start = ev
+    except Exception as exc:  # noqa: BLE001
+        warn_once("cuda", f"CUDA step timing is off: {exc}")
+
+
+def _cuda_step_end(host_start: int) -> None:
+    if A.cuda_start is None:
+        return
+    torch = sys.modules["torch"]
+    try:
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        A.cuda_pending.append((S.next_step.get("train", 1) - 1, host_start, A.cuda_start, end))
+        A.cuda_start = None
+        _resolve_cuda(block=False)
+    except Exception as exc:  # noqa: BLE001
+        warn_once("cuda", f"CUDA step timing is off: {exc}")
+
+
+def _resolve_cuda(block: bool) -> None:
+    """Records a "gpu_step" span for every step whose end event has completed (never waits on
+    the device unless block, at exit)."""
+    keep = []
+    for n, host_start, start, end in A.cuda_pending:
+        if block:
+            end.synchronize()
+        if end.query():
+            ms = start.elapsed_time(end)
+            R.record_span("step", "gpu_step", host_start, host_start + int(ms * 1e6), step=n,
+                          mode="train")
+        else:
+            keep.append((n, host_start, start, end))
+    A.cuda_pending = keep[-1000:]
+
+
+def finish() -> None:
+    """At exit: close an open step's CUDA timings."""
+    if A.cuda_pending:
+        try:
+            _resolve_cuda(block=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Installation
+
+
+def install(torch) -> None:
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    for part in (_patch_module_call, _patch_backward, _install_optimizer_hooks, _patch_dataloader,
+                 _patch_distributed):
+        try:
+            part(torch)
+        except Exception as exc:  # noqa: BLE001 - one part failing leaves the others working
+            warn_once(part.__name__, f"{part.__name__} failed on torch {torch.__version__}: {exc}")
+    try:
+        from trainprof import _detail
+
+        _detail.install_from_env()
+    except Exception as exc:  # noqa: BLE001
+        warn_once("detail", f"detailed profiling is off: {exc}")
+    import atexit
+
+    atexit.register(finish)
+
+
+class _TorchFinder(importlib.abc.MetaPathFinder):
+    """Runs install() right after ``import torch`` finishes executing (first import only)."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        orig_exec = loader.exec_module
+
+        def exec_module(module):
+            orig_exec(module)
+            install(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install_when_imported() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "nn"):
+        install(torch)
+        return
+    if not any(isinstance(f, _TorchFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TorchFinder())

@@ -1,0 +1,177 @@
+"""Detailed profiling for chosen step ranges: the PyTorch profiler (Kineto) for
+TRAINPROF_DETAIL_STEPS="10-20" and cProfile for TRAINPROF_PYTHON_PROFILE="10-12" (training
+steps, inclusive). Outside the ranges nothing runs but a comparison per step.
+
+Operator events come from the profiler's exported Chrome-trace JSON. This small reader maps its
+events (ts/dur in microseconds on the profiler's clock) onto the recorder's clock through a
+marker span recorded at a known time; it keeps the source categories (cpu_op, kernel,
+gpu_memcpy, cuda_runtime, ...). The Kineto importer (src/importers/kineto) reads the same format
+for trace files; when it lands this module should hand the JSON to it instead (dedup).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from trainprof import _recorder as R
+from trainprof._recorder import S, _perf, warn_once
+
+MARKER = "trainprof::clock_sync"
+MAX_FUNCTIONS = 500  # cProfile rows stored (by cumulative time)
+
+
+def parse_range(text: str | None) -> tuple[int, int] | None:
+    """ "10-20" -> (10, 20); "7" -> (7, 7); bad text -> None (warned)."""
+    if not text:
+        return None
+    try:
+        if "-" in text:
+            a, b = text.split("-", 1)
+            lo, hi = int(a), int(b)
+        else:
+            lo = hi = int(text)
+        if lo < 0 or hi < lo:
+            raise ValueError
+        return lo, hi
+    except ValueError:
+        warn_once("range:" + text, f"ignoring the step range {text!r} (expected e.g. 10-20)")
+        return None
+
+
+class TorchDetail:
+    """Runs torch.profiler from the beginning of step lo to the end of step hi."""
+
+    def __init__(self, lo: int, hi: int):
+        self.lo, self.hi = lo, hi
+        self.prof = None
+        self.marker_ns = None
+        self.steps: list[tuple[int, int, int]] = []  # (step, start_mono, end_mono)
+        self.done = False
+
+    def hook(self, event: str, n: int, mode: str, start, end) -> None:
+        if mode != "train" or self.done:
+            return
+        # A step is known to have begun only once its first activity ended, so the profiler
+        # starts when the step before the range ends (or, for step 0, as soon as it can).
+        if event == "end" and n == self.lo - 1 and self.prof is None:
+            self._start()
+        elif event == "begin" and n == self.lo and self.prof is None:
+            self._start()
+        elif event == "end" and self.prof is not None and self.lo <= n <= self.hi:
+            self.steps.append((n, start, end))
+            if n >= self.hi:
+                self._stop()
+
+    def _start(self) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        self.prof = profile(activities=activities, record_shapes=False)
+        self.prof.__enter__()
+        with record_function(MARKER):
+            self.marker_ns = _perf()
+
+    def _stop(self) -> None:
+        prof, self.prof = self.prof, None
+        self.done = True
+        prof.__exit__(None, None, None)
+        fd, path = tempfile.mkstemp(prefix="trainprof-kineto-", suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+        finally:
+            os.unlink(path)
+        n = store_trace(trace, self.marker_ns, self.steps)
+        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n}})
+
+
+def store_trace(trace: dict, marker_ns: int, steps: list) -> int:
+    """Stores a Chrome-trace dict's complete events ('X'), each given the training step whose
+    time range holds its start. Returns how many were stored."""
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    marker_us = next((e.get("ts") for e in events
+                      if isinstance(e, dict) and e.get("name") == MARKER and e.get("ph") == "X"), None)
+    if marker_us is None:
+        warn_once("marker", "profiler trace has no clock marker; operator events not stored")
+        return 0
+    stored = 0
+    bad = 0
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X" or e.get("name") == MARKER:
+            continue
+        try:
+            start = marker_ns + int((float(e["ts"]) - float(marker_us)) * 1000)
+            dur = int(float(e.get("dur", 0)) * 1000)
+        except (KeyError, TypeError, ValueError):
+            bad += 1
+            continue
+        step = next((n for n, lo, hi in steps if lo <= start < hi), None)
+        if step is None:
+            continue  # before the first or after the last chosen step
+        cat = str(e.get("cat") or "unknown")
+        args = e.get("args")
+        R.record_span(str(e.get("name", "")), cat, start, start + dur, step=step, mode="train",
+                      args=json.dumps(args) if args else None)
+        stored += 1
+    if bad:
+        R._core().recorder_add_counter("parse_errors", bad)
+    return stored
+
+
+class PythonDetail:
+    """cProfile from the beginning of step lo to the end of step hi; stores per-function
+    stats as instants (category "python_function") at the end of the range."""
+
+    def __init__(self, lo: int, hi: int):
+        self.lo, self.hi = lo, hi
+        self.prof = None
+        self.done = False
+
+    def hook(self, event: str, n: int, mode: str, start, end) -> None:
+        if mode != "train":
+            return
+        if (event == "end" and n == self.lo - 1 or event == "begin" and n == self.lo) and self.prof is None \
+                and not self.done:
+            import cProfile
+
+            self.prof = cProfile.Profile()
+            self.prof.enable()
+        elif event == "end" and self.prof is not None and n >= self.hi:
+            prof, self.prof = self.prof, None
+            self.done = True
+            prof.disable()
+            store_pstats(prof, self.lo, self.hi)
+
+
+def store_pstats(prof, lo: int, hi: int) -> int:
+    import pstats
+
+    stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, ct, callers)}
+    rows = sorted(stats.items(), key=lambda kv: kv[1][3], reverse=True)[:MAX_FUNCTIONS]
+    now = _perf()
+    for (filename, line, func), (cc, nc, tt, ct, _callers) in rows:
+        R.record_instant(f"{func} ({filename}:{line})", "python_function", ts=now, step=hi,
+                         mode="train",
+                         args=json.dumps({"function": func, "file": filename, "line": line,
+                                          "calls": nc, "primitive_calls": cc,
+                                          "total_ns": int(tt * 1e9), "cumulative_ns": int(ct * 1e9),
+                                          "steps": f"{lo}-{hi}"}))
+    return len(rows)
+
+
+def install_from_env() -> None:
+    torch_range = parse_range(os.environ.get("TRAINPROF_DETAIL_STEPS"))
+    if torch_range and not any(isinstance(getattr(h, "__self__", None), TorchDetail)
+                               for h in S.step_hooks):
+        S.step_hooks.append(TorchDetail(*torch_range).hook)
+    py_range = parse_range(os.environ.get("TRAINPROF_PYTHON_PROFILE"))
+    if py_range and not any(isinstance(getattr(h, "__self__", None), PythonDetail)
+                            for h in S.step_hooks):
+        S.step_hooks.append(PythonDetail(*py_range).hook)

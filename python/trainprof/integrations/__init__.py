@@ -1,0 +1,2 @@
+"""Framework adapters over the same recorder: import the one you need
+(trainprof.integrations.lightning, .transformers, .keras); each imports its framework lazily."""

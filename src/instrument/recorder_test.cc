@@ -1,0 +1,165 @@
+#include "instrument/recorder.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "base/files.h"
+#include "model/data_quality.h"
+#include "store/run_directory.h"
+#include "store/run_reader.h"
+#include "store/store_test_util.h"
+#include "trainprof/trainprof.h"
+
+namespace trainprof::instrument {
+namespace {
+
+using store::testing::MakeTempDir;
+
+RecorderOptions Options(const std::string& dir) {
+  RecorderOptions o;
+  o.run_dir = dir;
+  o.node = "n0";
+  o.rank = 3;
+  return o;
+}
+
+store::EventTable ReadEvents(const std::string& dir, std::vector<std::string> categories = {}) {
+  auto reader = store::RunReader::Open(dir);
+  EXPECT_TRUE(reader.ok()) << reader.status().message();
+  store::EventQuery q;
+  q.categories = std::move(categories);
+  auto events = (*reader)->Events(q);
+  EXPECT_TRUE(events.ok()) << events.status().message();
+  return std::move(events).value();
+}
+
+TEST(RecorderTest, ManyThreadsSpansStepsAndMarksReachTheProcessStore) {
+  const std::string dir = MakeTempDir("instr");
+  ASSERT_TRUE(Start(Options(dir)).ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 1000; ++i) {
+        trainprof::Span s("work", "user");
+      }
+    });
+  }
+  for (int i = 0; i < 5; ++i) {
+    trainprof::StepScope step("train");
+    { trainprof::Span s("fwd", "forward"); }
+    { trainprof::Span s("bwd", "backward"); }
+    trainprof::Mark("m");
+  }
+  for (auto& t : threads) t.join();
+  trainprof::Annotate("batch_size", "64");
+  ASSERT_TRUE(Stop().ok());
+  EXPECT_TRUE(PathExists(store::ProcessStorePath(dir, "n0", getpid())));
+  EXPECT_TRUE(PathExists(store::RunJsonPath(dir)));
+
+  auto user = ReadEvents(dir, {"user"});
+  EXPECT_EQ(user.size(), 8000u);
+  auto reader = std::move(store::RunReader::Open(dir)).value();
+  auto steps = std::move(reader->Steps()).value();
+  ASSERT_EQ(steps.size(), 5u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps.step[i], static_cast<int64_t>(i));
+    EXPECT_EQ(steps.rank[i], 3);
+    EXPECT_EQ(steps.pid[i], getpid());
+    EXPECT_NE(steps.forward_ns[i], model::kMissing);
+    EXPECT_NE(steps.backward_ns[i], model::kMissing);
+    EXPECT_EQ(steps.data_wait_ns[i], model::kMissing);  // absent, not 0
+  }
+  auto marks = ReadEvents(dir, {"mark"});
+  ASSERT_EQ(marks.size(), 5u);
+  EXPECT_EQ(marks.kind[0], static_cast<uint8_t>(model::EventKind::kInstant));
+  auto annotations = std::move(reader->Annotations()).value();
+  bool found = false;
+  for (const auto& [node, a] : annotations) found |= a.key == "batch_size" && a.value == "64";
+  EXPECT_TRUE(found);
+}
+
+TEST(RecorderTest, FullBuffersDropAndCount) {
+  const std::string dir = MakeTempDir("instr");
+  RecorderOptions o = Options(dir);
+  o.max_events_per_thread = 10;
+  o.flush_interval_ns = 3600LL * 1000 * 1000 * 1000;  // no flush during the test
+  ASSERT_TRUE(Start(o).ok());
+  for (int i = 0; i < 100; ++i) RecordInstant("x", "user", "", model::kMissing, NowNs());
+  ASSERT_TRUE(Stop().ok());
+  auto reader = std::move(store::RunReader::Open(dir)).value();
+  auto counters = std::move(reader->Counters()).value();
+  EXPECT_EQ(counters[model::dq::kDroppedEvents], 90);
+  EXPECT_EQ(ReadEvents(dir, {"user"}).size(), 10u);
+}
+
+TEST(RecorderTest, FlusherMakesEventsDurableWithoutStop) {
+  const std::string dir = MakeTempDir("instr");
+  RecorderOptions o = Options(dir);
+  o.flush_interval_ns = 50'000'000;
+  ASSERT_TRUE(Start(o).ok());
+  RecordSpan("a", "user", "", 1, NowNs(), 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(ReadEvents(dir, {"user"}).size(), 1u);  // read while the writer is live
+  ASSERT_TRUE(Stop().ok());
+}
+
+TEST(RecorderTest, ForkedChildWritesItsOwnStoreAndNeverTheParents) {
+  const std::string dir = MakeTempDir("instr");
+  ASSERT_TRUE(Start(Options(dir)).ok());
+  RecordSpan("parent_before", "user", "", model::kMissing, NowNs(), 1);
+  pid_t child = fork();
+  if (child == 0) {
+    // Buffered parent events must not be written twice; the child's own event goes to its file.
+    RecordSpan("child", "user", "", model::kMissing, NowNs(), 1);
+    Status st = FlushNow();
+    _exit(st.ok() ? 0 : 1);  // no atexit: like a DataLoader worker killed at the end
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  RecordSpan("parent_after", "user", "", model::kMissing, NowNs(), 1);
+  ASSERT_TRUE(Stop().ok());
+  EXPECT_TRUE(PathExists(store::ProcessStorePath(dir, "n0", child)));
+  auto events = ReadEvents(dir, {"user"});
+  ASSERT_EQ(events.size(), 3u);
+  int child_events = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const std::string& name = events.names.at(events.name[i]);
+    if (name == "child") {
+      ++child_events;
+      EXPECT_EQ(events.pid[i], child);
+    } else {
+      EXPECT_EQ(events.pid[i], getpid());
+    }
+  }
+  EXPECT_EQ(child_events, 1);
+}
+
+TEST(RecorderTest, StepInsideStepIsIgnoredNotFatal) {
+  const std::string dir = MakeTempDir("instr");
+  ASSERT_TRUE(Start(Options(dir)).ok());
+  {
+    trainprof::StepScope outer("train", 7);
+    trainprof::StepScope inner("train", 8);
+  }
+  ASSERT_TRUE(Stop().ok());
+  auto steps = ReadEvents(dir, {"step"});
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps.step[0], 7);
+}
+
+TEST(RecorderTest, StartFailsClearlyOnAnUnwritableDirectory) {
+  RecorderOptions o;
+  o.run_dir = "/proc/trainprof-cannot-write-here";
+  Status st = Start(o);
+  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(Active());
+  RecordSpan("ignored", "user", "", 0, 0, 0);  // a no-op while stopped
+}
+
+}  // namespace
+}  // namespace trainprof::instrument
