@@ -35,12 +35,21 @@ struct CollectorContext {
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
   std::string cgroup_root = "/sys/fs/cgroup";
-  std::string cgroup_path;          // the job's cgroup v2 directory, "" to detect from pids
-  std::vector<int> root_pids;       // the training process tree's roots
+  std::string cgroup_path;            // the job's cgroup v2 directory, "" to detect from pids
+  std::vector<int> root_pids;         // the training process tree's roots
   std::vector<std::string> fs_paths;  // filesystems to report usage for (run dir, data paths)
   std::string nvml_library = "libnvidia-ml.so.1";  // overridable (replay library in tests)
   bool gpus = true;
+  // How long one round of NVML calls may take before the tick goes on without GPU values.
+  int nvml_timeout_ms = 1000;
 };
+
+// Data-quality counters the collectors bump (besides model::dq::kParseErrors for malformed
+// lines). Stable names: they are stored with the run and shown by `trainprof show`.
+inline constexpr std::string_view kReadErrorsCounter = "collector_read_errors";
+inline constexpr std::string_view kNvmlTimeoutsCounter = "nvml_timeouts";
+inline constexpr std::string_view kNvmlErrorsCounter = "nvml_errors";
+inline constexpr std::string_view kGpuLostCounter = "gpu_lost";
 
 class Collector {
  public:

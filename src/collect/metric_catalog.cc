@@ -1,0 +1,207 @@
+#include "collect/metric_catalog.h"
+
+#include <array>
+
+namespace trainprof::collect {
+namespace {
+
+using K = MetricKind;
+namespace m = metric;
+
+constexpr std::string_view kCpuDev = "cpuN, total";
+constexpr std::string_view kNode = "";
+
+// One row per metric; docs/metrics.md holds the same rows (metric_catalog_test.cc checks).
+constexpr std::array kCatalog = {
+    MetricSpec{m::kCpuUtilization, "ratio", K::kGauge, kCpuDev, "/proc/stat",
+               "Share of the interval the CPU was busy (not idle, not iowait)"},
+    MetricSpec{m::kCpuIowait, "ratio", K::kGauge, kCpuDev, "/proc/stat",
+               "Share of the interval the CPU was idle waiting for I/O"},
+    MetricSpec{m::kCpuUser, "ratio", K::kGauge, kCpuDev, "/proc/stat",
+               "Share of the interval in user mode (user + nice, guest included)"},
+    MetricSpec{m::kCpuSystem, "ratio", K::kGauge, kCpuDev, "/proc/stat",
+               "Share of the interval in kernel mode (system + irq + softirq)"},
+    MetricSpec{m::kCpuIdle, "ratio", K::kGauge, kCpuDev, "/proc/stat",
+               "Share of the interval idle (iowait excluded)"},
+    MetricSpec{m::kCpuSteal, "ratio", K::kGauge, kCpuDev, "/proc/stat",
+               "Share of the interval stolen by the hypervisor"},
+    MetricSpec{m::kContextSwitches, "1/s", K::kGauge, kNode, "/proc/stat ctxt",
+               "Context switches per second on the node"},
+    MetricSpec{m::kProcsRunning, "processes", K::kGauge, kNode, "/proc/stat procs_running",
+               "Runnable tasks at the tick"},
+    MetricSpec{m::kProcsBlocked, "processes", K::kGauge, kNode, "/proc/stat procs_blocked",
+               "Tasks blocked on I/O at the tick"},
+    MetricSpec{m::kLoad1, "processes", K::kGauge, kNode, "/proc/loadavg", "1-minute load average"},
+    MetricSpec{m::kLoad5, "processes", K::kGauge, kNode, "/proc/loadavg", "5-minute load average"},
+    MetricSpec{m::kLoad15, "processes", K::kGauge, kNode, "/proc/loadavg",
+               "15-minute load average"},
+
+    MetricSpec{m::kMemoryUsed, "bytes", K::kGauge, kNode, "/proc/meminfo",
+               "MemTotal - MemAvailable (what applications hold)"},
+    MetricSpec{m::kMemoryTotal, "bytes", K::kGauge, kNode, "/proc/meminfo MemTotal",
+               "Physical memory of the node"},
+    MetricSpec{m::kMemoryAvailable, "bytes", K::kGauge, kNode, "/proc/meminfo MemAvailable",
+               "Memory available for new work without swapping"},
+    MetricSpec{m::kMemoryFree, "bytes", K::kGauge, kNode, "/proc/meminfo MemFree",
+               "Memory not used at all"},
+    MetricSpec{m::kMemoryCached, "bytes", K::kGauge, kNode, "/proc/meminfo Cached", "Page cache"},
+    MetricSpec{m::kMemoryBuffers, "bytes", K::kGauge, kNode, "/proc/meminfo Buffers",
+               "Block-device buffers"},
+    MetricSpec{m::kMemoryUtilization, "ratio", K::kGauge, kNode, "/proc/meminfo",
+               "memory_used_bytes / memory_total_bytes"},
+    MetricSpec{m::kSwapTotal, "bytes", K::kGauge, kNode, "/proc/meminfo SwapTotal", "Swap space"},
+    MetricSpec{m::kSwapUsed, "bytes", K::kGauge, kNode, "/proc/meminfo", "SwapTotal - SwapFree"},
+
+    MetricSpec{m::kCgroupMemoryUsed, "bytes", K::kGauge, kNode, "cgroup v2 memory.current",
+               "Memory charged to the job's cgroup"},
+    MetricSpec{m::kCgroupMemoryLimit, "bytes", K::kGauge, kNode, "cgroup v2 memory.max",
+               "The cgroup's memory limit (absent when unlimited)"},
+    MetricSpec{m::kCgroupMemoryUtilization, "ratio", K::kGauge, kNode,
+               "cgroup v2 memory.current / memory.max",
+               "Memory used against the container's limit (absent when unlimited)"},
+    MetricSpec{m::kCgroupOomKills, "events", K::kCounter, kNode, "cgroup v2 memory.events",
+               "Processes of the cgroup killed by the OOM killer"},
+    MetricSpec{m::kCgroupCpuUsage, "cores", K::kGauge, kNode, "cgroup v2 cpu.stat usage_usec",
+               "CPU time used by the cgroup per second of wall time (1.0 = one core)"},
+    MetricSpec{m::kCgroupCpuLimit, "cores", K::kGauge, kNode,
+               "cgroup v2 cpu.max, else cpuset.cpus.effective",
+               "CPU the cgroup may use: quota/period, or its cpuset size when no quota"},
+    MetricSpec{m::kCgroupCpuUtilization, "ratio", K::kGauge, kNode, "cgroup v2 cpu.stat, cpu.max",
+               "cgroup_cpu_usage_cores / cgroup_cpu_limit_cores"},
+    MetricSpec{m::kCgroupCpuThrottledRatio, "ratio", K::kGauge, kNode,
+               "cgroup v2 cpu.stat nr_throttled/nr_periods",
+               "Share of CFS periods in the interval in which the cgroup was throttled"},
+    MetricSpec{m::kCgroupCpuThrottledSeconds, "seconds/s", K::kGauge, kNode,
+               "cgroup v2 cpu.stat throttled_usec",
+               "Time the cgroup's tasks were throttled per second of wall time"},
+    MetricSpec{m::kCgroupIoRead, "bytes/s", K::kGauge, kNode, "cgroup v2 io.stat rbytes",
+               "Bytes read from block devices by the cgroup (all devices)"},
+    MetricSpec{m::kCgroupIoWrite, "bytes/s", K::kGauge, kNode, "cgroup v2 io.stat wbytes",
+               "Bytes written to block devices by the cgroup (all devices)"},
+    MetricSpec{m::kCgroupIoReadOps, "1/s", K::kGauge, kNode, "cgroup v2 io.stat rios",
+               "Read operations per second by the cgroup"},
+    MetricSpec{m::kCgroupIoWriteOps, "1/s", K::kGauge, kNode, "cgroup v2 io.stat wios",
+               "Write operations per second by the cgroup"},
+
+    MetricSpec{m::kNetRxBytes, "bytes/s", K::kGauge, "interface", "/proc/net/dev",
+               "Bytes received per second"},
+    MetricSpec{m::kNetTxBytes, "bytes/s", K::kGauge, "interface", "/proc/net/dev",
+               "Bytes transmitted per second"},
+    MetricSpec{m::kNetRxPackets, "packets/s", K::kGauge, "interface", "/proc/net/dev",
+               "Packets received per second"},
+    MetricSpec{m::kNetTxPackets, "packets/s", K::kGauge, "interface", "/proc/net/dev",
+               "Packets transmitted per second"},
+    MetricSpec{m::kNetRxErrors, "packets", K::kCounter, "interface", "/proc/net/dev",
+               "Receive errors since boot"},
+    MetricSpec{m::kNetTxErrors, "packets", K::kCounter, "interface", "/proc/net/dev",
+               "Transmit errors since boot"},
+    MetricSpec{m::kNetRxDrops, "packets", K::kCounter, "interface", "/proc/net/dev",
+               "Received packets dropped since boot"},
+    MetricSpec{m::kNetTxDrops, "packets", K::kCounter, "interface", "/proc/net/dev",
+               "Transmitted packets dropped since boot"},
+
+    MetricSpec{m::kDiskReadBytes, "bytes/s", K::kGauge, "block device", "/proc/diskstats",
+               "Bytes read per second (sectors x 512)"},
+    MetricSpec{m::kDiskWriteBytes, "bytes/s", K::kGauge, "block device", "/proc/diskstats",
+               "Bytes written per second (sectors x 512)"},
+    MetricSpec{m::kDiskReads, "1/s", K::kGauge, "block device", "/proc/diskstats",
+               "Completed reads per second (read IOPS)"},
+    MetricSpec{m::kDiskWrites, "1/s", K::kGauge, "block device", "/proc/diskstats",
+               "Completed writes per second (write IOPS)"},
+    MetricSpec{m::kDiskBusy, "ratio", K::kGauge, "block device", "/proc/diskstats io_ticks",
+               "Share of the interval the device had I/O in flight"},
+    MetricSpec{m::kDiskInProgress, "requests", K::kGauge, "block device", "/proc/diskstats",
+               "I/O requests in flight at the tick"},
+    MetricSpec{m::kDiskQueue, "requests", K::kGauge, "block device",
+               "/proc/diskstats weighted io_ticks",
+               "Average number of requests in flight over the interval"},
+
+    MetricSpec{m::kFsSize, "bytes", K::kGauge, "path", "statvfs", "Size of the filesystem"},
+    MetricSpec{m::kFsUsed, "bytes", K::kGauge, "path", "statvfs",
+               "Used space (size - free, reserved blocks counted as used)"},
+    MetricSpec{m::kFsAvailable, "bytes", K::kGauge, "path", "statvfs",
+               "Space available to unprivileged users"},
+    MetricSpec{m::kFsUtilization, "ratio", K::kGauge, "path", "statvfs",
+               "used / (used + available), as df shows it"},
+
+    MetricSpec{m::kProcessCpu, "cores", K::kGauge, "tree", "/proc/<pid>/stat utime+stime",
+               "CPU of the training process tree, in cores (1.0 = one core busy)"},
+    MetricSpec{m::kProcessRss, "bytes", K::kGauge, "tree", "/proc/<pid>/stat rss",
+               "Resident memory summed over the process tree"},
+    MetricSpec{m::kProcessRead, "bytes/s", K::kGauge, "tree", "/proc/<pid>/io read_bytes",
+               "Storage reads caused by the process tree"},
+    MetricSpec{m::kProcessWrite, "bytes/s", K::kGauge, "tree", "/proc/<pid>/io write_bytes",
+               "Storage writes caused by the process tree"},
+    MetricSpec{m::kProcessThreads, "threads", K::kGauge, "tree", "/proc/<pid>/stat",
+               "Threads in the process tree"},
+    MetricSpec{m::kProcessCount, "processes", K::kGauge, "tree", "/proc",
+               "Processes in the tree at the tick"},
+
+    MetricSpec{m::kGpuUtilization, "ratio", K::kGauge, "gpuN",
+               "NVML nvmlDeviceGetUtilizationRates .gpu",
+               "Share of the last sample period a kernel was running"},
+    MetricSpec{m::kGpuMemoryUtilization, "ratio", K::kGauge, "gpuN",
+               "NVML nvmlDeviceGetUtilizationRates .memory",
+               "Share of the last sample period device memory was read or written"},
+    MetricSpec{m::kGpuMemoryUsed, "bytes", K::kGauge, "gpuN, gpuN/migM",
+               "NVML nvmlDeviceGetMemoryInfo", "Device memory allocated"},
+    MetricSpec{m::kGpuMemoryTotal, "bytes", K::kGauge, "gpuN, gpuN/migM",
+               "NVML nvmlDeviceGetMemoryInfo", "Device memory installed"},
+    MetricSpec{m::kGpuPower, "watts", K::kGauge, "gpuN", "NVML nvmlDeviceGetPowerUsage",
+               "Board power draw"},
+    MetricSpec{m::kGpuEnergy, "joules", K::kCounter, "gpuN",
+               "NVML nvmlDeviceGetTotalEnergyConsumption",
+               "Energy used since the driver was loaded"},
+    MetricSpec{m::kGpuTemperature, "celsius", K::kGauge, "gpuN", "NVML nvmlDeviceGetTemperature",
+               "GPU die temperature"},
+    MetricSpec{m::kGpuSmClock, "hertz", K::kGauge, "gpuN", "NVML nvmlDeviceGetClockInfo(SM)",
+               "Streaming-multiprocessor clock"},
+    MetricSpec{m::kGpuMemClock, "hertz", K::kGauge, "gpuN", "NVML nvmlDeviceGetClockInfo(MEM)",
+               "Memory clock"},
+    MetricSpec{m::kGpuPcieRx, "bytes/s", K::kGauge, "gpuN",
+               "NVML field NVML_FI_DEV_PCIE_COUNT_RX_BYTES",
+               "PCIe bytes received by the GPU per second (from the cumulative counter)"},
+    MetricSpec{m::kGpuPcieTx, "bytes/s", K::kGauge, "gpuN",
+               "NVML field NVML_FI_DEV_PCIE_COUNT_TX_BYTES",
+               "PCIe bytes sent by the GPU per second (from the cumulative counter)"},
+    MetricSpec{m::kGpuNvlinkRx, "bytes/s", K::kGauge, "gpuN",
+               "NVML field NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
+               "NVLink payload bytes received per second, all links"},
+    MetricSpec{m::kGpuNvlinkTx, "bytes/s", K::kGauge, "gpuN",
+               "NVML field NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX",
+               "NVLink payload bytes sent per second, all links"},
+    MetricSpec{m::kGpuClockEventReasons, "bitmask", K::kGauge, "gpuN",
+               "NVML nvmlDeviceGetCurrentClocksEventReasons",
+               "Why clocks are below maximum (NVML bitmask; 0 = not held back)"},
+    MetricSpec{m::kGpuThrottlePower, "boolean", K::kGauge, "gpuN",
+               "NVML clock event reasons SW power cap | HW power brake",
+               "1 when clocks are held back by a power limit"},
+    MetricSpec{m::kGpuThrottleThermal, "boolean", K::kGauge, "gpuN",
+               "NVML clock event reasons SW/HW thermal slowdown",
+               "1 when clocks are held back by temperature"},
+    MetricSpec{m::kGpuEccCorrected, "errors", K::kCounter, "gpuN",
+               "NVML nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)",
+               "Corrected ECC errors since the driver was loaded"},
+    MetricSpec{m::kGpuEccUncorrected, "errors", K::kCounter, "gpuN",
+               "NVML nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)",
+               "Uncorrected ECC errors since the driver was loaded"},
+    MetricSpec{m::kGpuProcessMemory, "bytes", K::kGauge, "gpuN/pidP",
+               "NVML nvmlDeviceGetComputeRunningProcesses", "Device memory used by one process"},
+};
+
+}  // namespace
+
+std::string_view MetricKindName(MetricKind kind) {
+  return kind == MetricKind::kCounter ? "counter" : "gauge";
+}
+
+std::span<const MetricSpec> MetricCatalog() { return kCatalog; }
+
+const MetricSpec* FindMetric(std::string_view name) {
+  for (const MetricSpec& spec : kCatalog) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+}  // namespace trainprof::collect
