@@ -105,6 +105,7 @@ inline constexpr std::string_view kGpuUtilization = "gpu_utilization_ratio";
 inline constexpr std::string_view kGpuMemoryUtilization = "gpu_memory_utilization_ratio";
 inline constexpr std::string_view kGpuMemoryUsed = "gpu_memory_used_bytes";
 inline constexpr std::string_view kGpuMemoryTotal = "gpu_memory_total_bytes";
+inline constexpr std::string_view kGpuMemoryUsedRatio = "gpu_memory_used_ratio";
 inline constexpr std::string_view kGpuPower = "gpu_power_watts";
 inline constexpr std::string_view kGpuEnergy = "gpu_energy_joules_total";
 inline constexpr std::string_view kGpuTemperature = "gpu_temperature_celsius";

@@ -121,6 +121,15 @@ struct NvmlCollector::Shared {
     r.value = value;
   }
 
+  void EmitMemory(std::string_view device, const nvmlMemory_t& m) {
+    Emit(metric::kGpuMemoryUsed, device, static_cast<double>(m.used));
+    Emit(metric::kGpuMemoryTotal, device, static_cast<double>(m.total));
+    if (m.total > 0) {
+      Emit(metric::kGpuMemoryUsedRatio, device,
+           static_cast<double>(m.used) / static_cast<double>(m.total));
+    }
+  }
+
   // True when the call succeeded; otherwise records why (unsupported, lost, error).
   bool Check(Gpu& gpu, nvmlReturn_t r, Field field) {
     if (r == NVML_SUCCESS) return true;
@@ -206,8 +215,7 @@ void NvmlCollector::Shared::SampleGpu(Gpu& g) {
   if (g.Supported(kMemory) && api.DeviceGetMemoryInfo) {
     nvmlMemory_t m;
     if (Check(g, api.DeviceGetMemoryInfo(g.handle, &m), kMemory)) {
-      Emit(metric::kGpuMemoryUsed, dev, static_cast<double>(m.used));
-      Emit(metric::kGpuMemoryTotal, dev, static_cast<double>(m.total));
+      EmitMemory(dev, m);
     }
     if (g.lost) return;
   }
@@ -350,8 +358,7 @@ void NvmlCollector::Shared::SampleGpu(Gpu& g) {
       nvmlMemory_t m;
       if (api.DeviceGetMemoryInfo && api.DeviceGetMemoryInfo(mig, &m) == NVML_SUCCESS) {
         std::snprintf(label, sizeof(label), "%s/mig%u", g.label.c_str(), i);
-        Emit(metric::kGpuMemoryUsed, label, static_cast<double>(m.used));
-        Emit(metric::kGpuMemoryTotal, label, static_cast<double>(m.total));
+        EmitMemory(label, m);
       }
     }
   }

@@ -44,6 +44,7 @@ TEST(NvmlCollectorTest, TwoGpusThroughTheRealDlopenPath) {
     EXPECT_DOUBLE_EQ(*sink.Get("gpu_utilization_ratio", gpu), 0.5);
     EXPECT_DOUBLE_EQ(*sink.Get("gpu_memory_utilization_ratio", gpu), 0.2);
     EXPECT_EQ(sink.Get("gpu_memory_used_bytes", gpu), 11 * kGiB);  // init read sample 0
+    EXPECT_DOUBLE_EQ(*sink.Get("gpu_memory_used_ratio", gpu), 11.0 / 80);
     EXPECT_EQ(sink.Get("gpu_memory_total_bytes", gpu), 80 * kGiB);
     EXPECT_DOUBLE_EQ(*sink.Get("gpu_power_watts", gpu), 300.0);
     EXPECT_DOUBLE_EQ(*sink.Get("gpu_energy_joules_total", gpu), 1000.0);
