@@ -64,6 +64,9 @@ ProcessTreeCollector::ProcessTreeCollector(const std::string& proc_root, std::ve
       ticks_per_second_(static_cast<double>(sysconf(_SC_CLK_TCK))),
       page_bytes_(static_cast<double>(sysconf(_SC_PAGESIZE))) {
   dirent_buffer_.resize(32 * 1024);
+  const std::string self_children =
+      proc_root_ + "/self/task/" + std::to_string(static_cast<long>(::getpid())) + "/children";
+  children_supported_ = PathExists(self_children);
 }
 
 std::unique_ptr<ProcessTreeCollector> ProcessTreeCollector::ForCgroup(
@@ -89,6 +92,8 @@ void ProcessTreeCollector::AddMember(int pid) {
   m.stat = ProcFile(proc_root_ + path);
   std::snprintf(path, sizeof(path), "/%d/io", pid);
   m.io = ProcFile(proc_root_ + path);
+  std::snprintf(path, sizeof(path), "/%d/task/%d/children", pid, pid);
+  m.children = ProcFile(proc_root_ + path);
   m.seen = generation_;
   // Counters stay 0: a process first seen after the first tick started during the interval.
   members_.emplace(pid, std::move(m));
@@ -163,6 +168,28 @@ void ProcessTreeCollector::ScanProc(SampleSink& sink) {
   std::erase_if(others_, [this](const auto& kv) { return kv.second != generation_; });
 }
 
+void ProcessTreeCollector::ScanChildren() {
+  worklist_.clear();
+  for (auto& [pid, m] : members_) {
+    m.seen = generation_;  // liveness is decided by reading the member's stat below
+    worklist_.push_back(pid);
+  }
+  // New members join the worklist so that their own children are found in the same pass.
+  for (size_t i = 0; i < worklist_.size(); ++i) {
+    auto it = members_.find(worklist_[i]);
+    if (it == members_.end()) continue;
+    std::string_view text;
+    if (!it->second.children.Read(&text)) continue;
+    for (std::string_view token = NextToken(&text); !token.empty(); token = NextToken(&text)) {
+      long long child = 0;
+      if (!ParseI64(token, &child) || members_.contains(static_cast<int>(child))) continue;
+      // Rehashing keeps nodes in place: `text` (in the member's buffer) stays valid.
+      AddMember(static_cast<int>(child));
+      worklist_.push_back(static_cast<int>(child));
+    }
+  }
+}
+
 void ProcessTreeCollector::ScanCgroup(SampleSink& sink) {
   std::string_view text;
   if (!cgroup_procs_.Read(&text)) {
@@ -191,8 +218,12 @@ void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
   ++generation_;
   if (cgroup_mode_) {
     ScanCgroup(sink);
-  } else {
+  } else if (first_sample_ || !children_supported_ ||
+             tick.mono_ns - last_full_scan_ns_ >= kFullScanIntervalNs) {
     ScanProc(sink);
+    last_full_scan_ns_ = tick.mono_ns;
+  } else {
+    ScanChildren();
   }
   unsigned long long cpu_delta = 0, read_delta = 0, write_delta = 0;
   double rss_bytes = 0, threads = 0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "base/time.h"
@@ -136,6 +137,26 @@ TEST(ProcessTreeCollectorTest, GrandchildrenBornInOneIntervalAreFound) {
   waitpid(child, nullptr, 0);
   close(pipe_fds[0]);
   close(pipe_fds[1]);
+}
+
+// A child forked by a secondary thread is not in the main thread's children file: the
+// periodic full scan finds it within a second.
+TEST(ProcessTreeCollectorTest, ChildOfAnotherThreadFoundByTheFullScan) {
+  ProcessTreeCollector collector("/proc", {getpid()});
+  RecordingSink sink;
+  collector.Sample(Now(), sink);
+  pid_t child = 0;
+  std::thread([&] {
+    child = fork();
+    if (child == 0) {
+      for (;;) pause();
+    }
+  }).join();
+  usleep(1100 * 1000);
+  sink.Clear();
+  collector.Sample(Now(), sink);
+  EXPECT_EQ(sink.Get("process_count", "tree"), 2);
+  Kill(child);
 }
 
 TEST(ProcessTreeCollectorTest, TwentySleepingChildren) {
