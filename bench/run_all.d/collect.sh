@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Issue 3: cost of one node sample, trainprof vs psutil (run by bench/run_all.sh after the
+# bench build; psutil comes from .venv-bench).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=python3
+[[ -x .venv-bench/bin/python ]] && PY=.venv-bench/bin/python
+"$PY" bench/collect_psutil_peer.py --cpp build/bench/bench/collect_bench
