@@ -15,6 +15,9 @@ constexpr AddCommandFn kCommands[] = {
     AddShowCommand,
     AddExportCommand,
     AddDemoCommand,
+    AddAgentCommand,
+    AddMarkCommand,
+    AddRecordCommand,
 };
 
 struct Planned {
@@ -25,8 +28,6 @@ struct Planned {
 // Subcommands that later work fills in; listed so that `trainprof --help` shows the whole tool.
 // They answer "not implemented yet" until then. Remove a line when its command lands.
 constexpr Planned kPlanned[] = {
-    {"record", "Run a command and profile it: system, GPU and framework metrics"},
-    {"agent", "Collect a node's metrics for jobs started elsewhere"},
     {"import", "Import SageMaker Debugger, Kineto or Horovod data into a run"},
     {"analyze", "Trace analyses per rank (temporal, kernel and idle breakdowns)"},
     {"rules", "Evaluate the profiler rules on a run"},
@@ -34,7 +35,6 @@ constexpr Planned kPlanned[] = {
     {"cost", "What a run cost and what to change, in dollars"},
     {"instances", "List the instance catalog"},
     {"serve", "Serve the live dashboard"},
-    {"mark", "Mark a phase (download, upload...) in a running job"},
     {"detail", "Ask a running job for detailed operator profiling"},
 };
 

@@ -29,5 +29,9 @@ void AddLsCommand(CLI::App& app, CommandAction* action);
 void AddShowCommand(CLI::App& app, CommandAction* action);
 void AddExportCommand(CLI::App& app, CommandAction* action);  // `export` and `export csv`
 void AddDemoCommand(CLI::App& app, CommandAction* action);
+// record_command.cc
+void AddRecordCommand(CLI::App& app, CommandAction* action);
+void AddAgentCommand(CLI::App& app, CommandAction* action);
+void AddMarkCommand(CLI::App& app, CommandAction* action);
 
 }  // namespace trainprof::cli

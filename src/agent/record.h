@@ -1,0 +1,51 @@
+#pragma once
+// `trainprof record [options] -- CMD ...`: runs CMD, records the node and CMD's process tree
+// into a run directory while it runs, and exits with CMD's exit status.
+//
+// Environment given to CMD (so in-process instrumentation and `trainprof mark` find the run):
+//   TRAINPROF_RUN_DIR   the run directory
+//   TRAINPROF_NODE      this node's name in the run
+//   TRAINPROF_SOCKET    the control socket (marks, steps)
+//   TRAINPROF_RUN_ID    the run's id (run.json)
+//
+// Threads: the caller's thread waits for CMD and relays signals; see child_process.h. Call it
+// from a process's main thread before other threads start, so every thread inherits the
+// blocked relayed signals.
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "agent/recording_session.h"
+#include "base/status.h"
+
+namespace trainprof::agent {
+
+struct RecordOptions {
+  std::vector<std::string> command;
+  std::string out;  // run directory; "" -> <runs_root>/<UTC time>-<name>
+  std::string runs_root = "trainprof-runs";
+  std::string name;  // "" -> CMD's base name
+  std::string interval = "500ms";
+  std::string instance_type;
+  std::vector<std::string> tags;  // key=value
+  std::string node;               // "" -> host name
+  bool no_gpu = false;
+  std::string prometheus;  // "" -> no endpoint
+  bool prometheus_allow_remote = false;
+  bool quiet = false;                  // no start line and summary (tests)
+  CollectorFactory collector_factory;  // tests; empty -> collect::MakeCollectors
+};
+
+// Returns the exit code `trainprof record` should exit with: CMD's status, 128+signal when CMD
+// was killed, 127/126 when it could not be started. Errors before CMD starts (bad options, a
+// run directory that cannot be created) come back as a Status, and CMD is not started.
+StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out);
+
+// Parses "key=value" tags.
+StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::string>& tags);
+
+// Prints the end-of-run summary: duration, headline series p50/p95/max, data-quality problems.
+void PrintSummary(const SessionResult& result, int64_t duration_ns, std::ostream& out);
+
+}  // namespace trainprof::agent

@@ -1,0 +1,132 @@
+#include "agent/recording_session.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/collector_factory.h"
+#include "base/files.h"
+#include "base/logging.h"
+#include "base/time.h"
+#include "model/data_quality.h"
+#include "store/run_directory.h"
+
+namespace trainprof::agent {
+
+RecordingSession::~RecordingSession() { Finish(WallNowNs()); }
+
+StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::Open(const SessionOptions& options,
+                                                                   int64_t start_ns) {
+  std::unique_ptr<RecordingSession> s(new RecordingSession(options));
+  s->start_ns_ = start_ns;
+  s->node_ = model::DetectLocalNode(options.node);
+  if (!options.instance_type.empty()) s->node_.instance_type = options.instance_type;
+  store::WriterOptions wo;
+  wo.auto_flush_interval_ns = options.flush_interval_ns;
+  TP_ASSIGN_OR_RETURN(s->writer_, store::OpenNodeWriter(options.run_dir, s->node_, wo));
+  s->phases_ = std::make_unique<PhaseTracker>(s->writer_.get(), start_ns, model::kMissing);
+
+  std::string socket = options.control_socket;
+  if (socket.empty()) {
+    std::string node_dir = store::NodeStorePath(options.run_dir, s->node_.node);
+    node_dir = node_dir.substr(0, node_dir.rfind('/'));
+    socket = JoinPath(node_dir, kControlSocketName);
+  }
+  RecordingSession* self = s.get();
+  auto control = ControlServer::Start(
+      socket, [self](const ControlRequest& r) { return self->HandleControl(r); });
+  if (control.ok()) {
+    s->control_ = std::move(*control);
+  } else {
+    // Marks will not reach this run, but the recording itself is fine.
+    TP_LOG_WARNING("control channel unavailable, `trainprof mark` will not reach this run: " +
+                   control.status().message());
+    s->writer_->AddCounter("control_channel_errors", 1);
+  }
+  return s;
+}
+
+StatusOr<std::string> RecordingSession::HandleControl(const ControlRequest& request) {
+  if (request.type == "mark") {
+    TP_RETURN_IF_ERROR(ValidateMarkName(request.name));
+    phases_->Mark(request.name, request.ts_ns.value_or(WallNowNs()));
+    return std::string();
+  }
+  if (request.type == "step") {
+    if (!request.start_ns || !request.end_ns || *request.end_ns < *request.start_ns) {
+      return InvalidArgument("step needs start_ns <= end_ns");
+    }
+    phases_->NoteStep(*request.start_ns, *request.end_ns);
+    return std::string();
+  }
+  if (request.type == "ping") {
+    nlohmann::json j;
+    j["run_dir"] = options_.run_dir;
+    j["node"] = node_.node;
+    j["pid"] = static_cast<int64_t>(::getpid());
+    return j.dump();
+  }
+  return InvalidArgument("unknown request type '" + request.type + "'");
+}
+
+Status RecordingSession::StartSampling(const std::vector<int>& root_pids) {
+  collect::CollectorContext context;
+  context.root_pids = root_pids;
+  context.gpus = options_.gpus;
+  context.cgroup_path = options_.cgroup_path;
+  context.fs_paths = {options_.run_dir};
+  if (const char* nvml = std::getenv("TRAINPROF_NVML_LIBRARY"); nvml != nullptr && *nvml) {
+    context.nvml_library = nvml;
+  }
+  std::vector<std::unique_ptr<collect::Collector>> collectors =
+      options_.collector_factory ? options_.collector_factory(context)
+                                 : collect::MakeCollectors(context);
+  for (const auto& c : collectors) c->Describe(&node_);
+  writer_->SetMeta("node_info", model::NodeInfoToJson(node_));
+  if (root_pids.size() == 1) phases_->SetPid(root_pids[0]);
+
+  if (options_.prometheus) {
+    TP_ASSIGN_OR_RETURN(prometheus_,
+                        PrometheusServer::Start(*options_.prometheus, &latest_, node_));
+  }
+  SamplingOptions so;
+  so.interval_ns = options_.interval_ns;
+  loop_ =
+      std::make_unique<SamplingLoop>(std::move(collectors), writer_.get(), &latest_, &summary_, so);
+  loop_->Start();
+  return OkStatus();
+}
+
+SessionResult RecordingSession::Finish(int64_t end_ns) {
+  if (result_) return *result_;
+  SessionResult result;
+  if (prometheus_) prometheus_->Stop();
+  if (loop_) {
+    loop_->Stop();
+    result.sampling = loop_->stats();
+    for (const auto& [name, value] : loop_->counters()) {
+      if (value != 0) result.problems[name] += value;
+    }
+  }
+  // Marks may arrive until the very end; stop the channel before closing the phases.
+  if (control_) control_->Stop();
+  if (phases_) {
+    phases_->Finish(end_ns);
+    result.marks = phases_->marks();
+  }
+  if (writer_) {
+    Status closed = writer_->Close();
+    if (!closed.ok()) {
+      TP_LOG_WARNING("closing the run store: " + closed.message());
+    }
+    store::WriterStats ws = writer_->stats();
+    if (ws.write_errors > 0) result.problems[model::dq::kWriteErrors] = ws.write_errors;
+    if (ws.dropped_values > 0) result.problems[model::dq::kDroppedSamples] = ws.dropped_values;
+    if (ws.dropped_events > 0) result.problems[model::dq::kDroppedEvents] = ws.dropped_events;
+  }
+  result.summary = summary_.Summarize();
+  result_ = result;
+  return result;
+}
+
+}  // namespace trainprof::agent

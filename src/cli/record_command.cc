@@ -1,0 +1,87 @@
+// `trainprof record`, `trainprof agent` and `trainprof mark`: thin argv layers over
+// agent::RunRecord / RunAgent / RunMark (src/agent), which tests call directly.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "agent/mark.h"
+#include "agent/node_agent.h"
+#include "agent/record.h"
+#include "cli/command.h"
+
+namespace trainprof::cli {
+namespace {
+
+constexpr const char* kIntervalHelp =
+    "Sampling interval: 100ms, 200ms, 500ms (default), 1s, 5s, 1min";
+constexpr const char* kPrometheusHelp =
+    "Serve Prometheus /metrics on [HOST:]PORT (host 127.0.0.1 unless given; port 0 = any)";
+
+}  // namespace
+
+void AddRecordCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<agent::RecordOptions>();
+  auto* cmd = app.add_subcommand("record",
+                                 "Run a command and profile it: system, GPU and framework metrics");
+  cmd->add_option("--out,-o", opts->out,
+                  "Run directory (default ./trainprof-runs/<UTC time>-<name>)");
+  cmd->add_option("--name", opts->name, "Run name (default: the command's name)");
+  cmd->add_option("--interval", opts->interval, kIntervalHelp);
+  cmd->add_option("--instance-type", opts->instance_type,
+                  "Instance type, stored for cost (e.g. ml.p3.8xlarge)");
+  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)");
+  cmd->add_option("--node", opts->node, "This node's name in the run (default: host name)");
+  cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
+  cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
+  cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
+                "Allow --prometheus on a non-loopback address");
+  cmd->footer("Usage: trainprof record [OPTIONS] -- CMD [ARGS...]");
+  cmd->add_option("command", opts->command, "The command to run, after --")->required();
+  cmd->callback([opts, action] {
+    action->run = [opts, action]() -> Status {
+      StatusOr<int> code = agent::RunRecord(*opts, std::cerr);
+      if (!code.ok()) return code.status();
+      action->exit_code = *code;
+      return OkStatus();
+    };
+  });
+}
+
+void AddAgentCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<agent::AgentOptions>();
+  auto* cmd = app.add_subcommand("agent", "Collect a node's metrics for jobs started elsewhere");
+  cmd->add_option("--out,-o", opts->out,
+                  "Run directory, shared by the nodes of a job "
+                  "(default ./trainprof-runs/<UTC time>-<name>)");
+  cmd->add_option("--node", opts->node, "This node's name in the run (default: host name)");
+  cmd->add_option("--name", opts->name, "Run name, when this agent creates run.json");
+  cmd->add_option("--pid", opts->pids, "Watch this process and its descendants (repeatable)");
+  cmd->add_option("--cgroup", opts->cgroup, "Watch this cgroup v2 directory");
+  cmd->add_option("--interval", opts->interval, kIntervalHelp);
+  cmd->add_option("--instance-type", opts->instance_type, "Instance type, stored for cost");
+  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)");
+  cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
+  cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
+  cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
+                "Allow --prometheus on a non-loopback address");
+  cmd->add_option("--duration", opts->duration_s, "Stop after this many seconds");
+  cmd->callback(
+      [opts, action] { action->run = [opts] { return agent::RunAgent(*opts, std::cerr); }; });
+}
+
+void AddMarkCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<agent::MarkOptions>();
+  auto* cmd =
+      app.add_subcommand("mark", "Mark a phase (download_start, upload_end...) in a running job");
+  cmd->add_option("name", opts->name, "Mark name; NAME_start/NAME_end pairs make phase NAME")
+      ->required();
+  cmd->add_option("--run", opts->run,
+                  "Run directory of the running recorder (default: $TRAINPROF_RUN_DIR, then "
+                  "the newest live run in ./trainprof-runs)");
+  cmd->add_option("--node", opts->node, "Node whose recorder to tell (multi-node runs)");
+  cmd->add_option("--socket", opts->socket, "The recorder's control socket");
+  cmd->callback(
+      [opts, action] { action->run = [opts] { return agent::RunMark(*opts, std::cout); }; });
+}
+
+}  // namespace trainprof::cli
