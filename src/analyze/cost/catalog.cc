@@ -535,6 +535,11 @@ Detection DetectInstance(const Catalog& catalog, const model::NodeInfo& node,
   }
   int best = 0;
   for (const Scored& s : matches) best = std::max(best, s.score);
+  if (gpu_count == 0 && best == 0) {
+    // Without accelerators only vCPUs and memory can tell types apart.
+    d.reasons.push_back("no GPUs and no vCPU/memory match: cannot tell the instance type");
+    return d;
+  }
   std::vector<const InstanceType*> top;
   for (const Scored& s : matches) {
     if (s.score == best) top.push_back(s.row);
