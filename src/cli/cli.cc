@@ -15,6 +15,8 @@ constexpr AddCommandFn kCommands[] = {
     AddShowCommand,
     AddExportCommand,
     AddDemoCommand,
+    AddCostCommand,
+    AddInstancesCommand,
 };
 
 struct Planned {
@@ -31,8 +33,6 @@ constexpr Planned kPlanned[] = {
     {"analyze", "Trace analyses per rank (temporal, kernel and idle breakdowns)"},
     {"rules", "Evaluate the profiler rules on a run"},
     {"report", "Write the HTML / JSON / PDF report of a run"},
-    {"cost", "What a run cost and what to change, in dollars"},
-    {"instances", "List the instance catalog"},
     {"serve", "Serve the live dashboard"},
     {"mark", "Mark a phase (download, upload...) in a running job"},
     {"detail", "Ask a running job for detailed operator profiling"},

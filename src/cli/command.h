@@ -29,5 +29,7 @@ void AddLsCommand(CLI::App& app, CommandAction* action);
 void AddShowCommand(CLI::App& app, CommandAction* action);
 void AddExportCommand(CLI::App& app, CommandAction* action);  // `export` and `export csv`
 void AddDemoCommand(CLI::App& app, CommandAction* action);
+void AddCostCommand(CLI::App& app, CommandAction* action);       // cost_command.cc
+void AddInstancesCommand(CLI::App& app, CommandAction* action);  // instances_command.cc
 
 }  // namespace trainprof::cli
