@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <regex>
 #include <set>
@@ -548,6 +549,15 @@ StatusOr<CostReport> ComputeCost(store::RunReader& run, const Catalog& catalog,
       nc.idle_held_cost_usd = held_s * q;
       for (const auto& [phase, secs] : idle_by_phase) {
         nc.idle_threshold_cost_by_phase[phase] = secs * q;
+      }
+      double covered = 0;
+      for (const GpuUsage& g : nc.usage.gpus) covered = std::max(covered, g.measured_seconds);
+      if (window_ns > 0 && covered < 0.5 * static_cast<double>(window_ns) / kNs) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%.1f %%",
+                      100 * covered * kNs / static_cast<double>(window_ns));
+        report.warnings.push_back("node " + nc.node + ": GPU samples cover " + buf +
+                                  " of the billed window; idle cost covers the sampled time only");
       }
       if (static_cast<int>(nc.usage.gpus.size()) != accel_count) {
         report.warnings.push_back("node " + nc.node + ": " + std::to_string(nc.usage.gpus.size()) +

@@ -6,6 +6,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "base/time.h"
+
 namespace trainprof::cost {
 namespace {
 
@@ -237,6 +239,12 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
   }
   w.title = Fmt("Run on managed spot: about %.0f %% off %s", d, first.instance_type.c_str());
   w.evidence.push_back("discount: " + basis);
+  const std::string& spot_date = first.instance.spot_as_of;
+  auto age = AgeDays(spot_date, options.now_ns != 0 ? options.now_ns : WallNowNs());
+  if (first.instance.spot_discount_pct && age && *age > options.max_price_age_days) {
+    w.assumptions.push_back("the spot figure is from " + spot_date + " (" + std::to_string(*age) +
+                            " days old): spot prices move; check the Spot Instance Advisor");
+  }
   w.evidence.push_back(
       Fmt("restart cost measured in this run: %.0f s download + %.0f s "
           "initialisation",
