@@ -18,6 +18,8 @@ constexpr AddCommandFn kCommands[] = {
     AddAgentCommand,
     AddMarkCommand,
     AddRecordCommand,
+    AddCostCommand,
+    AddInstancesCommand,
 };
 
 struct Planned {
@@ -32,8 +34,6 @@ constexpr Planned kPlanned[] = {
     {"analyze", "Trace analyses per rank (temporal, kernel and idle breakdowns)"},
     {"rules", "Evaluate the profiler rules on a run"},
     {"report", "Write the HTML / JSON / PDF report of a run"},
-    {"cost", "What a run cost and what to change, in dollars"},
-    {"instances", "List the instance catalog"},
     {"serve", "Serve the live dashboard"},
     {"detail", "Ask a running job for detailed operator profiling"},
 };

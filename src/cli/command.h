@@ -33,5 +33,7 @@ void AddDemoCommand(CLI::App& app, CommandAction* action);
 void AddRecordCommand(CLI::App& app, CommandAction* action);
 void AddAgentCommand(CLI::App& app, CommandAction* action);
 void AddMarkCommand(CLI::App& app, CommandAction* action);
+void AddCostCommand(CLI::App& app, CommandAction* action);       // cost_command.cc
+void AddInstancesCommand(CLI::App& app, CommandAction* action);  // instances_command.cc
 
 }  // namespace trainprof::cli

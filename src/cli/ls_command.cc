@@ -1,22 +1,81 @@
 #include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include "base/time.h"
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/commands.h"
+#include "analyze/cost/catalog.h"
 #include "cli/output.h"
+#include "store/run_directory.h"
 #include "store/run_reader.h"
 
 namespace trainprof::cli {
+namespace {
+
+// A quick cost estimate for the listing: the catalog's price for run.json's instance type x the
+// run's duration (whole seconds, rounded up) x its instances. Only runs that name their type get
+// one (no store is opened); `trainprof cost` gives the bill by phase.
+struct LsCost {
+  std::string instance_type;
+  std::optional<double> cost_usd;
+};
+
+class LsCostEstimator {
+ public:
+  LsCost Estimate(const store::RunSummary& r) {
+    LsCost out;
+    if (!r.error.empty()) return out;
+    auto meta = store::ReadRunMetadata(r.dir);
+    if (!meta.ok() || meta->instance_type.empty()) return out;
+    out.instance_type = meta->instance_type;
+    if (!r.duration_ns) return out;
+    if (!catalog_loaded_) {
+      catalog_loaded_ = true;
+      auto c = cost::LoadDefaultCatalog();
+      if (c.ok()) catalog_ = std::move(*c);
+    }
+    if (!catalog_) return out;
+    const cost::InstanceType* t = cost::FindInstance(*catalog_, out.instance_type);
+    if (t == nullptr || !t->price_usd_per_hour) return out;
+    const int64_t secs = (*r.duration_ns + kNanosPerSecond - 1) / kNanosPerSecond;
+    const int count = meta->instance_count.value_or(std::max(1, r.node_count));
+    out.cost_usd = *t->price_usd_per_hour * static_cast<double>(secs) / 3600.0 * count;
+    return out;
+  }
+
+ private:
+  bool catalog_loaded_ = false;
+  std::optional<cost::Catalog> catalog_;
+};
+
+std::string FormatUsd(const std::optional<double>& usd) {
+  if (!usd) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "$%.2f", *usd);
+  return buf;
+}
+
+}  // namespace
 
 Status RunLs(const LsOptions& options, std::ostream& out) {
   TP_ASSIGN_OR_RETURN(auto runs, store::ListRuns(options.dir));
+  LsCostEstimator estimator;
+  std::vector<LsCost> costs;
+  bool any_type = false;
+  for (const auto& r : runs) {
+    costs.push_back(estimator.Estimate(r));
+    any_type |= !costs.back().instance_type.empty();
+  }
   if (options.json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : runs) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const auto& r = runs[i];
       nlohmann::json row;
       row["dir"] = r.dir;
       row["run_id"] = r.run_id;
@@ -27,6 +86,9 @@ Status RunLs(const LsOptions& options, std::ostream& out) {
       row["nodes"] = r.node_count;
       row["source"] = r.source;
       if (!r.error.empty()) row["error"] = r.error;
+      row["instance_type"] = costs[i].instance_type;
+      row["cost_usd_estimate"] =
+          costs[i].cost_usd ? nlohmann::json(*costs[i].cost_usd) : nlohmann::json(nullptr);
       j.push_back(row);
     }
     out << nlohmann::json{{"runs", j}}.dump(2) << "\n";
@@ -38,14 +100,27 @@ Status RunLs(const LsOptions& options, std::ostream& out) {
   }
   std::vector<std::vector<std::string>> rows = {
       {"RUN", "NAME", "START (UTC)", "DURATION", "NODES", "EXIT", "SOURCE"}};
-  for (const auto& r : runs) {
+  if (any_type) {
+    rows[0].push_back("INSTANCE");
+    rows[0].push_back("COST (EST.)");
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
     std::string exit = r.exit_status ? std::to_string(*r.exit_status) : "n/a";
     if (!r.error.empty()) exit = "unreadable: " + r.error;
     rows.push_back({r.dir, r.name, r.start_ns ? FormatIso8601(*r.start_ns) : "n/a",
                     r.duration_ns ? FormatDuration(*r.duration_ns) : "n/a",
                     std::to_string(r.node_count), exit, r.source});
+    if (any_type) {
+      rows.back().push_back(costs[i].instance_type.empty() ? "-" : costs[i].instance_type);
+      rows.back().push_back(FormatUsd(costs[i].cost_usd));
+    }
   }
   PrintTable(out, rows);
+  if (any_type) {
+    out << "COST (EST.): list price x duration x instances; 'trainprof cost RUN' for the bill "
+           "by phase\n";
+  }
   return OkStatus();
 }
 

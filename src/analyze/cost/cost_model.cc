@@ -1,0 +1,848 @@
+#include "analyze/cost/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <regex>
+#include <set>
+#include <utility>
+
+#include "analyze/cost/what_if.h"
+#include "base/time.h"
+#include "model/event.h"
+
+namespace trainprof::cost {
+namespace {
+
+constexpr double kSecondsPerMonth = 730.0 * 3600.0;  // NOTES.md 5.1: 730 h per month
+constexpr double kNs = 1e9;
+
+struct Sample {
+  int64_t ts_ns;
+  double value;
+};
+using SeriesMap = std::map<std::pair<std::string, std::string>, std::vector<Sample>>;
+
+struct Span {
+  std::string name;
+  int64_t start_ns, end_ns;
+};
+
+struct Segment {
+  int64_t start_ns, end_ns;
+  std::string phase;
+};
+
+int PhasePriority(const std::string& phase) {
+  // When phase spans overlap (a checkpoint inside training), the more specific one wins.
+  static const std::map<std::string, int> kPriority = {
+      {"checkpoint", 0},   {"evaluation", 1},     {"upload", 2},  {"download", 3},
+      {"finalization", 4}, {"initialization", 5}, {"training", 7}};
+  auto it = kPriority.find(phase);
+  return it == kPriority.end() ? 6 : it->second;
+}
+
+int PhaseOrder(const std::string& phase) {
+  static const std::vector<std::string> kOrder = {"download",   "initialization", "training",
+                                                  "evaluation", "checkpoint",     "finalization",
+                                                  "upload",     kPhaseOther};
+  auto it = std::find(kOrder.begin(), kOrder.end(), phase);
+  return it == kOrder.end() ? 100 : static_cast<int>(it - kOrder.begin());
+}
+
+// Splits [start, end) into segments, each attributed to one phase.
+std::vector<Segment> Segments(const std::vector<Span>& spans, int64_t start, int64_t end) {
+  std::vector<int64_t> bounds = {start, end};
+  for (const Span& s : spans) {
+    if (s.start_ns > start && s.start_ns < end) bounds.push_back(s.start_ns);
+    if (s.end_ns > start && s.end_ns < end) bounds.push_back(s.end_ns);
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::vector<Segment> out;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    int64_t a = bounds[i], b = bounds[i + 1];
+    const Span* best = nullptr;
+    for (const Span& s : spans) {
+      if (s.start_ns <= a && s.end_ns >= b &&
+          (best == nullptr || PhasePriority(s.name) < PhasePriority(best->name))) {
+        best = &s;
+      }
+    }
+    std::string phase = best ? best->name : (spans.empty() ? "training" : kPhaseOther);
+    if (!out.empty() && out.back().phase == phase && out.back().end_ns == a) {
+      out.back().end_ns = b;
+    } else {
+      out.push_back({a, b, phase});
+    }
+  }
+  return out;
+}
+
+const std::string& PhaseAt(const std::vector<Segment>& segs, int64_t t) {
+  static const std::string kNone = kPhaseOther;
+  auto it = std::upper_bound(segs.begin(), segs.end(), t,
+                             [](int64_t v, const Segment& s) { return v < s.start_ns; });
+  if (it == segs.begin()) return kNone;
+  --it;
+  return t < it->end_ns ? it->phase : kNone;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  // Nearest rank.
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+double MedianInterval(const std::vector<Sample>& s) {
+  std::vector<double> d;
+  for (size_t i = 1; i < s.size(); ++i)
+    d.push_back(static_cast<double>(s[i].ts_ns - s[i - 1].ts_ns));
+  return d.empty() ? kNs : Percentile(d, 50);
+}
+
+// The value at the sample nearest `ts` within `tolerance`, if any.
+std::optional<double> ValueNear(const std::vector<Sample>& s, int64_t ts, int64_t tolerance) {
+  auto it = std::lower_bound(s.begin(), s.end(), ts,
+                             [](const Sample& x, int64_t v) { return x.ts_ns < v; });
+  std::optional<double> best;
+  int64_t best_d = tolerance + 1;
+  if (it != s.end() && it->ts_ns - ts < best_d) {
+    best = it->value;
+    best_d = it->ts_ns - ts;
+  }
+  if (it != s.begin()) {
+    --it;
+    if (ts - it->ts_ns < best_d) best = it->value;
+  }
+  return best;
+}
+
+bool IsSageMakerShaped(const model::RunMetadata& run, const model::NodeInfo* node) {
+  static const std::regex kAlgo("algo-[0-9]+");
+  if (node != nullptr &&
+      (std::regex_match(node->node, kAlgo) || std::regex_match(node->hostname, kAlgo))) {
+    return true;
+  }
+  std::string src = run.source;
+  std::transform(src.begin(), src.end(), src.begin(), ::tolower);
+  return src.find("smdebug") != std::string::npos || src.find("sagemaker") != std::string::npos ||
+         run.instance_type.rfind("ml.", 0) == 0;
+}
+
+std::string TodayDate(int64_t now_ns) { return FormatIso8601(now_ns).substr(0, 10); }
+
+std::optional<double> ParseNumber(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::string Money(double usd) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "$%.2f", usd);
+  return buf;
+}
+
+StatusOr<PriceUsed> PriceFor(const Catalog& catalog, const InstanceType* row,
+                             const std::string& type, const CostOptions& options, bool spot,
+                             int64_t now_ns) {
+  PriceUsed p;
+  p.instance_type = row ? row->instance_type : type;
+  if (row) {
+    p.provider = row->provider;
+    p.service = row->service;
+    p.region = row->region;
+    p.list_price_usd_per_hour = row->price_usd_per_hour;
+  }
+  if (options.price_usd_per_hour) {
+    p.price_usd_per_hour = *options.price_usd_per_hour;
+    p.basis = "price given with --price-usd-per-hour (taken as the price actually paid)";
+    p.source = "user (--price-usd-per-hour)";
+    p.as_of = TodayDate(now_ns);
+    return p;
+  }
+  if (row == nullptr) {
+    return NotFound("instance type '" + type + "' is not in the catalog (" + catalog.origin +
+                    "); pass --price-usd-per-hour, or --catalog FILE with its row");
+  }
+  if (!row->price_usd_per_hour) {
+    return NotFound("the catalog has no price for " + row->instance_type + " (" + row->origin +
+                    (row->notes.empty() ? "" : "; " + row->notes) + "); pass --price-usd-per-hour");
+  }
+  p.price_usd_per_hour = *row->price_usd_per_hour;
+  p.basis = row->price_basis.empty() ? "catalog on-demand price" : row->price_basis;
+  p.source = row->price_source;
+  p.as_of = row->price_as_of;
+  if (spot) {
+    std::string basis;
+    double d = TypicalSpotDiscountPct(catalog, *row, &basis);
+    p.spot_discount_pct = d;
+    p.price_usd_per_hour *= 1 - d / 100;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.1f", d);
+    p.basis += "; managed spot, estimated at " + std::string(buf) + " % off (" + basis +
+               "); SageMaker reports the real saving per job";
+  }
+  if (options.discount_pct) {
+    p.discount_pct = *options.discount_pct;
+    p.price_usd_per_hour *= 1 - *options.discount_pct / 100;
+    p.basis += "; less the negotiated / savings-plan discount given with --discount-pct";
+  }
+  return p;
+}
+
+struct NodeInputs {
+  std::string name;
+  const model::NodeInfo* info = nullptr;
+  std::vector<Span> phases;
+};
+
+}  // namespace
+
+ResolvedInstance ResolveInstance(const Catalog& catalog, const model::RunMetadata& run,
+                                 const model::NodeInfo* node, const std::string& forced_type) {
+  ResolvedInstance r;
+  if (!forced_type.empty()) {
+    r.instance_type = forced_type;
+    r.source = "--instance-type";
+  } else if (node != nullptr && !node->instance_type.empty()) {
+    r.instance_type = node->instance_type;
+    r.source = "node facts";
+  } else if (!run.instance_type.empty()) {
+    r.instance_type = run.instance_type;
+    r.source = "run.json";
+  } else if (node != nullptr) {
+    Detection d = DetectInstance(catalog, *node, IsSageMakerShaped(run, node));
+    r.instance_type = d.instance_type;
+    r.source = "detected from the node's CPU/GPU facts (" + d.confidence + " confidence)";
+    r.detection = std::move(d);
+  }
+  return r;
+}
+
+double CostOfRange(const CostReport& report, const std::string& node, int64_t start_ns,
+                   int64_t end_ns) {
+  double total = 0;
+  for (const NodeCost& n : report.nodes) {
+    if (!node.empty() && n.node != node) continue;
+    int64_t a = std::max(start_ns, n.window_start_ns), b = std::min(end_ns, n.window_end_ns);
+    if (b > a) total += n.rate_usd_per_second * static_cast<double>(b - a) / kNs;
+  }
+  return total;
+}
+
+double AcceleratorCostOfRange(const CostReport& report, const std::string& node, int accelerators,
+                              int64_t start_ns, int64_t end_ns) {
+  double total = 0;
+  for (const NodeCost& n : report.nodes) {
+    if ((!node.empty() && n.node != node) || !n.accelerator_usd_per_second) continue;
+    int64_t a = std::max(start_ns, n.window_start_ns), b = std::min(end_ns, n.window_end_ns);
+    if (b > a) {
+      total += *n.accelerator_usd_per_second * accelerators * static_cast<double>(b - a) / kNs;
+    }
+  }
+  return total;
+}
+
+StatusOr<CostReport> ComputeCost(store::RunReader& run, const Catalog& catalog,
+                                 const CostOptions& options) {
+  const int64_t now_ns = options.now_ns != 0 ? options.now_ns : WallNowNs();
+  const model::RunMetadata& meta = run.metadata();
+  CostReport report;
+  report.run_dir = run.dir();
+  report.run_id = meta.run_id;
+  report.catalog_origin = catalog.origin;
+  report.idle_threshold_ratio = options.idle_threshold_ratio;
+
+  // --- Read what the cost needs, once. ---
+  store::EventQuery phase_query;
+  phase_query.categories = {model::kCategoryPhase};
+  TP_ASSIGN_OR_RETURN(store::EventTable phase_events, run.Events(phase_query));
+  std::map<std::string, std::vector<Span>> phases_by_node;
+  for (size_t i = 0; i < phase_events.size(); ++i) {
+    if (phase_events.kind[i] != static_cast<uint8_t>(model::EventKind::kSpan) ||
+        phase_events.duration_ns[i] <= 0) {
+      continue;
+    }
+    phases_by_node[phase_events.nodes.at(phase_events.node[i])].push_back(
+        {phase_events.names.at(phase_events.name[i]), phase_events.start_ns[i],
+         phase_events.start_ns[i] + phase_events.duration_ns[i]});
+  }
+  report.phases_from_spans = !phases_by_node.empty();
+
+  store::MetricQuery mq;
+  mq.metrics = {"cpu_utilization_ratio", "memory_used_bytes", "gpu_utilization_ratio",
+                "gpu_memory_used_bytes", "gpu_memory_total_bytes"};
+  TP_ASSIGN_OR_RETURN(store::MetricTable metrics, run.SystemMetrics(mq));
+  std::map<std::string, SeriesMap> series;  // node -> (metric, device) -> samples
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    const std::string& metric = metrics.metrics.at(metrics.metric[i]);
+    const std::string& device = metrics.devices.at(metrics.device[i]);
+    if (metric == "cpu_utilization_ratio" && device != "total") continue;
+    series[metrics.nodes.at(metrics.node[i])][{metric, device}].push_back(
+        {metrics.timestamp_ns[i], metrics.value[i]});
+  }
+  for (auto& [node, m] : series) {
+    for (auto& [key, samples] : m) {
+      std::sort(samples.begin(), samples.end(),
+                [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; });
+    }
+  }
+  TP_ASSIGN_OR_RETURN(store::StepTable steps, run.Steps());
+  TP_ASSIGN_OR_RETURN(auto annotations, run.Annotations());
+  TP_ASSIGN_OR_RETURN(auto findings, run.Findings());
+  {
+    std::set<std::string> fired;
+    for (const auto& f : findings) fired.insert(f.rule);
+    report.rules_fired.assign(fired.begin(), fired.end());
+  }
+
+  // Keys from run.json tags, then annotations (the latest value wins).
+  std::map<std::string, std::string> keys = meta.tags;
+  std::set<std::string> epoch_marks;
+  for (const auto& [node, a] : annotations) {
+    keys[a.key] = a.value;
+    if (a.key == kKeyEpoch) epoch_marks.insert(a.value);
+  }
+  auto key_number = [&](const char* key) -> std::optional<double> {
+    auto it = keys.find(key);
+    if (it == keys.end()) return std::nullopt;
+    auto v = ParseNumber(it->second);
+    if (!v)
+      report.warnings.push_back("ignored " + std::string(key) + "='" + it->second +
+                                "': not a non-negative number");
+    return v;
+  };
+  const bool spot = options.spot || keys[kKeySpot] == "true";
+
+  // --- The run's window. ---
+  int64_t run_start = meta.start_ns;
+  std::optional<int64_t> run_end = meta.end_ns;
+  for (const auto& [node, spans] : phases_by_node) {
+    for (const Span& s : spans) {
+      if (run_start <= 0 || s.start_ns < run_start) run_start = s.start_ns;
+    }
+  }
+  if (!run_end) {
+    TP_ASSIGN_OR_RETURN(auto latest, run.LatestTimestampNs());
+    if (latest) {
+      run_end = *latest;
+      report.notes.push_back(
+          "run.json has no end time (still running, or the recorder was "
+          "killed): billed until the latest stored sample or event");
+    }
+  }
+  if (run_start <= 0 || !run_end || *run_end <= run_start) {
+    return FailedPrecondition(run.dir() +
+                              ": the run has no usable start and end time in "
+                              "run.json, phase spans or samples; nothing to bill");
+  }
+  if (!report.phases_from_spans) {
+    report.notes.push_back(
+        "the run has no phase spans: its start..end is billed as training (mark download / "
+        "upload phases to see them billed separately)");
+  }
+
+  // --- Nodes and their instance types. ---
+  std::vector<NodeInputs> inputs;
+  for (const model::NodeInfo* info : run.node_infos()) {
+    inputs.push_back({info->node, info, phases_by_node[info->node]});
+  }
+  if (inputs.empty()) {
+    inputs.push_back({"(run)", nullptr, {}});
+    report.notes.push_back("the run has no node stores: billed from run.json alone");
+  }
+
+  std::map<std::string, std::vector<double>> step_durations_by_mode;
+  // Steps: train mode when present, else every step.
+  std::string step_mode = "";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps.modes.at(steps.mode[i]) == "train") step_mode = "train";
+  }
+  auto step_selected = [&](size_t i) {
+    return step_mode.empty() || steps.modes.at(steps.mode[i]) == step_mode;
+  };
+
+  for (const NodeInputs& in : inputs) {
+    NodeCost nc;
+    nc.node = in.name;
+    ResolvedInstance ri = ResolveInstance(catalog, meta, in.info, options.instance_type);
+    if (ri.instance_type.empty()) {
+      std::string why = ri.detection && !ri.detection->reasons.empty()
+                            ? ri.detection->reasons.back()
+                            : "no node facts";
+      return NotFound("no instance type for node '" + in.name +
+                      "': run.json names none and detection failed (" + why +
+                      "); pass --instance-type");
+    }
+    nc.instance_type = ri.instance_type;
+    nc.instance_source = ri.source;
+    nc.detection = ri.detection;
+    const InstanceType* row = FindInstance(catalog, ri.instance_type);
+    if (row) {
+      nc.instance = *row;
+    } else {
+      nc.instance.instance_type = ri.instance_type;
+      nc.instance.provider = "custom";
+    }
+    TP_ASSIGN_OR_RETURN(nc.price, PriceFor(catalog, row, ri.instance_type, options, spot, now_ns));
+
+    // Billed window: the run's, widened to this node's phase spans.
+    nc.window_start_ns = run_start;
+    nc.window_end_ns = *run_end;
+    for (const Span& s : in.phases) {
+      nc.window_start_ns = std::min(nc.window_start_ns, s.start_ns);
+      nc.window_end_ns = std::max(nc.window_end_ns, s.end_ns);
+    }
+    const int64_t window_ns = nc.window_end_ns - nc.window_start_ns;
+    // Per second, no minimum (NOTES.md section 2.4): round the window up to whole seconds.
+    nc.billed_seconds = (window_ns + kNanosPerSecond - 1) / kNanosPerSecond;
+    const double price_per_s = nc.price.price_usd_per_hour / 3600.0;
+    nc.compute_cost_usd = price_per_s * static_cast<double>(nc.billed_seconds);
+
+    // ML storage volume: SageMaker training on EBS-only types.
+    double storage_per_s = 0;
+    if (nc.instance.IsSageMakerTraining()) {
+      if (!nc.instance.local_nvme_gb) {
+        nc.storage_basis =
+            "unknown whether " + nc.instance_type + " has local NVMe; no storage volume billed";
+      } else if (*nc.instance.local_nvme_gb > 0) {
+        nc.storage_basis =
+            "instance store (local NVMe): SageMaker provisions no ML storage "
+            "volume (NOTES.md section 2.5)";
+      } else if (const StoragePrice* sp = FindStorage(catalog, nc.instance.provider,
+                                                      nc.instance.service, nc.instance.region)) {
+        std::string basis;
+        if (options.volume_gb) {
+          nc.storage_volume_gb = options.volume_gb;
+          basis = "--volume-gb";
+        } else if (auto v = key_number(kKeyVolumeSizeGb)) {
+          nc.storage_volume_gb = v;
+          basis = "the run's volume_size_gb";
+        } else {
+          nc.storage_volume_gb = sp->default_volume_gb;
+          basis = "SageMaker SDK default volume size (the run does not state VolumeSizeInGB)";
+        }
+        if (nc.storage_volume_gb) {
+          storage_per_s = *nc.storage_volume_gb * sp->price_usd_per_gb_month / kSecondsPerMonth;
+          char buf[256];
+          std::snprintf(buf, sizeof(buf),
+                        "%.0f GB gp2 ML storage volume (%s) at $%.3f per "
+                        "GB-month, pro rata over 730 h",
+                        *nc.storage_volume_gb, basis.c_str(), sp->price_usd_per_gb_month);
+          nc.storage_basis =
+              std::string(buf) + " (" + sp->price_source + ", " + sp->price_as_of + ")";
+        }
+      } else {
+        nc.storage_basis = "no storage rate for " + nc.instance.provider + "/" +
+                           nc.instance.region + " in the catalog; none billed";
+      }
+    }
+    nc.storage_cost_usd = storage_per_s * static_cast<double>(nc.billed_seconds);
+    nc.total_cost_usd = nc.compute_cost_usd + nc.storage_cost_usd;
+    nc.rate_usd_per_second = price_per_s + storage_per_s;
+
+    // Phases.
+    std::vector<Segment> segs = Segments(in.phases, nc.window_start_ns, nc.window_end_ns);
+    std::map<std::string, double> phase_s;
+    for (const Segment& s : segs) {
+      phase_s[s.phase] += static_cast<double>(s.end_ns - s.start_ns) / kNs;
+    }
+    for (const auto& [phase, secs] : phase_s) {
+      nc.phases.push_back({phase, secs, secs * nc.rate_usd_per_second});
+    }
+    std::sort(nc.phases.begin(), nc.phases.end(), [](const PhaseCost& a, const PhaseCost& b) {
+      return PhaseOrder(a.phase) != PhaseOrder(b.phase) ? PhaseOrder(a.phase) < PhaseOrder(b.phase)
+                                                        : a.phase < b.phase;
+    });
+
+    // Usage and idle accelerators over the billed window.
+    const SeriesMap& sm = series[in.name];
+    const int accel_count = nc.instance.AcceleratorCount();
+    if (accel_count > 0) {
+      nc.accelerator_usd_per_second = price_per_s / accel_count;
+    }
+    std::vector<std::pair<int64_t, double>> max_gpu_by_ts;
+    double weighted = 0, thr_s = 0, held_s = 0;
+    std::map<std::string, double> idle_by_phase;
+    for (const auto& [key, samples] : sm) {
+      const auto& [metric, device] = key;
+      std::vector<double> values;
+      for (const Sample& s : samples) {
+        if (s.ts_ns >= nc.window_start_ns && s.ts_ns <= nc.window_end_ns) values.push_back(s.value);
+      }
+      if (values.empty()) continue;
+      if (metric == "cpu_utilization_ratio") {
+        nc.usage.cpu_p95_ratio = Percentile(values, 95);
+        nc.usage.cpu_max_ratio = *std::max_element(values.begin(), values.end());
+      } else if (metric == "memory_used_bytes") {
+        nc.usage.host_memory_peak_bytes = *std::max_element(values.begin(), values.end());
+      } else if (metric == "gpu_utilization_ratio") {
+        GpuUsage g;
+        g.device = device;
+        g.samples = static_cast<int64_t>(values.size());
+        double sum = 0;
+        for (double v : values) sum += v;
+        g.mean_ratio = sum / static_cast<double>(values.size());
+        g.p5_ratio = Percentile(values, 5);
+        g.p95_ratio = Percentile(values, 95);
+        auto mem_it = sm.find({"gpu_memory_used_bytes", device});
+        auto tot_it = sm.find({"gpu_memory_total_bytes", device});
+        if (mem_it != sm.end() && !mem_it->second.empty()) {
+          double peak = 0;
+          for (const Sample& s : mem_it->second) {
+            if (s.ts_ns >= nc.window_start_ns && s.ts_ns <= nc.window_end_ns) {
+              peak = std::max(peak, s.value);
+            }
+          }
+          g.memory_peak_bytes = peak;
+        }
+        if (tot_it != sm.end() && !tot_it->second.empty()) {
+          g.memory_total_bytes = tot_it->second.back().value;
+        }
+        // Each sample stands for the interval that ends at it (utilisation over the period).
+        const double median = MedianInterval(samples);
+        for (size_t i = 0; i < samples.size(); ++i) {
+          double dt = median;
+          if (i > 0) {
+            double gap = static_cast<double>(samples[i].ts_ns - samples[i - 1].ts_ns);
+            if (gap <= 3 * median) dt = gap;  // longer gaps are unmeasured, not idle
+          }
+          int64_t b = std::min(samples[i].ts_ns, nc.window_end_ns);
+          int64_t a = std::max(samples[i].ts_ns - static_cast<int64_t>(dt), nc.window_start_ns);
+          if (b <= a) continue;
+          double len = static_cast<double>(b - a) / kNs;
+          double u = std::clamp(samples[i].value, 0.0, 1.0);
+          g.measured_seconds += len;
+          weighted += (1 - u) * len;
+          if (u < options.idle_threshold_ratio) {
+            g.idle_seconds += len;
+            thr_s += len;
+            idle_by_phase[PhaseAt(segs, a + (b - a) / 2)] += len;
+            if (mem_it != sm.end()) {
+              auto used = ValueNear(mem_it->second, samples[i].ts_ns, static_cast<int64_t>(median));
+              double total = g.memory_total_bytes.value_or(0);
+              if (used && total > 0 && *used > 0.01 * total) {
+                g.idle_held_seconds += len;
+                held_s += len;
+              }
+            }
+          }
+        }
+        if (g.p95_ratio >= options.idle_threshold_ratio) ++nc.usage.gpus_busy;
+        nc.usage.gpus.push_back(std::move(g));
+        for (const Sample& s : samples) max_gpu_by_ts.push_back({s.ts_ns, s.value});
+      }
+    }
+    if (!nc.usage.gpus.empty() && nc.accelerator_usd_per_second) {
+      const double q = *nc.accelerator_usd_per_second;
+      nc.idle_weighted_cost_usd = weighted * q;
+      nc.idle_threshold_cost_usd = thr_s * q;
+      nc.idle_threshold_accelerator_seconds = thr_s;
+      nc.idle_held_cost_usd = held_s * q;
+      for (const auto& [phase, secs] : idle_by_phase) {
+        nc.idle_threshold_cost_by_phase[phase] = secs * q;
+      }
+      double covered = 0;
+      for (const GpuUsage& g : nc.usage.gpus) covered = std::max(covered, g.measured_seconds);
+      if (window_ns > 0 && covered < 0.5 * static_cast<double>(window_ns) / kNs) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%.1f %%",
+                      100 * covered * kNs / static_cast<double>(window_ns));
+        report.warnings.push_back("node " + nc.node + ": GPU samples cover " + buf +
+                                  " of the billed window; idle cost covers the sampled time only");
+      }
+      if (static_cast<int>(nc.usage.gpus.size()) != accel_count) {
+        report.warnings.push_back("node " + nc.node + ": " + std::to_string(nc.usage.gpus.size()) +
+                                  " GPUs have "
+                                  "utilisation samples but " +
+                                  nc.instance_type + " has " + std::to_string(accel_count) +
+                                  " accelerators; idle cost covers the measured ones");
+      }
+    } else if (accel_count > 0) {
+      report.warnings.push_back("node " + nc.node +
+                                ": no gpu_utilization_ratio samples; idle "
+                                "accelerator cost is n/a");
+    }
+    // CPU-bound share: samples where every GPU is under 10 % while the CPU is over 90 %.
+    auto cpu_it = sm.find({"cpu_utilization_ratio", "total"});
+    if (cpu_it != sm.end() && !max_gpu_by_ts.empty()) {
+      std::map<int64_t, double> gmax;
+      for (const auto& [ts, v] : max_gpu_by_ts) gmax[ts] = std::max(gmax[ts], v);
+      std::vector<Sample> gm;
+      for (const auto& [ts, v] : gmax) gm.push_back({ts, v});
+      int64_t tol = static_cast<int64_t>(MedianInterval(gm));
+      int64_t n = 0, bound = 0;
+      for (const Sample& c : cpu_it->second) {
+        if (c.ts_ns < nc.window_start_ns || c.ts_ns > nc.window_end_ns) continue;
+        auto g = ValueNear(gm, c.ts_ns, tol);
+        if (!g) continue;
+        ++n;
+        if (*g < 0.10 && c.value > 0.90) ++bound;
+      }
+      if (n > 0) nc.usage.cpu_bound_fraction = static_cast<double>(bound) / static_cast<double>(n);
+    }
+
+    // Steps on this node: first, last, and the time between them not inside any step.
+    std::vector<std::pair<int64_t, int64_t>> step_spans;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps.nodes.at(steps.node[i]) != in.name || !step_selected(i)) continue;
+      step_spans.push_back({steps.start_ns[i], steps.start_ns[i] + steps.duration_ns[i]});
+    }
+    if (!step_spans.empty()) {
+      std::sort(step_spans.begin(), step_spans.end());
+      nc.first_step_ns = step_spans.front().first;
+      int64_t covered_end = step_spans.front().second, gaps = 0;
+      for (const auto& [a, b] : step_spans) {
+        if (a > covered_end) gaps += a - covered_end;
+        covered_end = std::max(covered_end, b);
+      }
+      nc.last_step_end_ns = covered_end;
+      nc.between_steps_seconds = static_cast<double>(gaps) / kNs;
+    }
+    report.nodes.push_back(std::move(nc));
+  }
+
+  // --- Instance count: instances not recorded are assumed like the first node. ---
+  int recorded = static_cast<int>(report.nodes.size());
+  int count = options.instance_count.value_or(meta.instance_count.value_or(recorded));
+  if (count < recorded) {
+    report.warnings.push_back("instance count " + std::to_string(count) + " is below the " +
+                              std::to_string(recorded) +
+                              " recorded nodes; billing every "
+                              "recorded node");
+    count = recorded;
+  }
+  if (count > recorded && report.nodes.front().node == "(run)" && recorded == 1) {
+    report.nodes.front().node = "instance-1";
+  }
+  for (int i = recorded; i < count; ++i) {
+    NodeCost clone = report.nodes.front();
+    clone.like_node = clone.node;
+    clone.node = "instance-" + std::to_string(i + 1) + " (not recorded)";
+    clone.assumed = true;
+    clone.usage = Usage{};
+    clone.idle_weighted_cost_usd.reset();
+    clone.idle_threshold_cost_usd.reset();
+    clone.idle_threshold_accelerator_seconds.reset();
+    clone.idle_held_cost_usd.reset();
+    clone.idle_threshold_cost_by_phase.clear();
+    clone.between_steps_seconds.reset();
+    report.nodes.push_back(std::move(clone));
+  }
+  if (count > recorded) {
+    report.notes.push_back(std::to_string(count - recorded) + " of " + std::to_string(count) +
+                           " instances were not recorded: billed like node " +
+                           report.nodes.front().node + " (same type and window)");
+  }
+  report.instance_count = count;
+
+  // --- Totals. ---
+  std::map<std::string, PhaseCost> phases;
+  std::set<std::string> stale_checked;
+  double init_s = 0, init_cost = 0;
+  bool init_from_phase = false, init_from_steps = false;
+  std::optional<double> idle_w, idle_t, idle_h, idle_t_s;
+  double between_s = 0, between_cost = 0;
+  bool any_between = false;
+  for (const NodeCost& n : report.nodes) {
+    report.billed_instance_seconds += static_cast<double>(n.billed_seconds);
+    report.compute_cost_usd += n.compute_cost_usd;
+    report.storage_cost_usd += n.storage_cost_usd;
+    report.total_cost_usd += n.total_cost_usd;
+    report.cluster_rate_usd_per_second += n.rate_usd_per_second;
+    for (const PhaseCost& p : n.phases) {
+      PhaseCost& t = phases[p.phase];
+      t.phase = p.phase;
+      t.billed_seconds += p.billed_seconds;
+      t.cost_usd += p.cost_usd;
+      if (p.phase == "initialization") {
+        init_s += p.billed_seconds;
+        init_cost += p.cost_usd;
+        init_from_phase = true;
+      }
+    }
+    auto add = [](std::optional<double>& sum, const std::optional<double>& v) {
+      if (v) sum = sum.value_or(0) + *v;
+    };
+    add(idle_w, n.idle_weighted_cost_usd);
+    add(idle_t, n.idle_threshold_cost_usd);
+    add(idle_h, n.idle_held_cost_usd);
+    add(idle_t_s, n.idle_threshold_accelerator_seconds);
+    if (n.between_steps_seconds) {
+      any_between = true;
+      between_s += *n.between_steps_seconds;
+      between_cost += *n.between_steps_seconds * n.rate_usd_per_second;
+    }
+    if (!n.assumed && stale_checked.insert(n.instance_type).second &&
+        n.price.source.rfind("user", 0) != 0) {
+      for (auto& w : StalePriceWarnings(n.instance, now_ns, options.max_price_age_days)) {
+        report.warnings.push_back(w);
+      }
+    }
+    if (n.detection) {
+      report.notes.push_back("node " + n.node + ": instance " + n.instance_type + " " +
+                             n.instance_source + ": " + [&] {
+                               std::string s;
+                               for (const auto& r : n.detection->reasons) {
+                                 s += (s.empty() ? "" : "; ") + r;
+                               }
+                               return s;
+                             }());
+    }
+  }
+  for (auto& [name, p] : phases) report.phases.push_back(p);
+  std::sort(report.phases.begin(), report.phases.end(), [](const PhaseCost& a, const PhaseCost& b) {
+    return PhaseOrder(a.phase) != PhaseOrder(b.phase) ? PhaseOrder(a.phase) < PhaseOrder(b.phase)
+                                                      : a.phase < b.phase;
+  });
+  report.idle_accelerator_cost_usd = idle_w;
+  report.idle_threshold_cost_usd = idle_t;
+  report.idle_held_cost_usd = idle_h;
+  if (idle_t_s) report.idle_threshold_accelerator_hours = *idle_t_s / 3600.0;
+
+  // Initialisation: the phase spans when present, else billing start to the first step (less
+  // any download before it).
+  if (!init_from_phase) {
+    for (const NodeCost& n : report.nodes) {
+      if (!n.first_step_ns || n.assumed) continue;
+      double dl = 0;
+      for (const PhaseCost& p : n.phases) {
+        if (p.phase == "download") dl += p.billed_seconds;
+      }
+      double s =
+          std::max(0.0, static_cast<double>(*n.first_step_ns - n.window_start_ns) / kNs - dl);
+      init_s += s;
+      init_cost += s * n.rate_usd_per_second;
+      init_from_steps = true;
+    }
+  }
+  if (init_from_phase || init_from_steps) {
+    report.initialization_seconds = init_s;
+    report.initialization_cost_usd = init_cost;
+    report.initialization_basis =
+        init_from_phase ? "initialization phase spans"
+                        : "from the start of billing to the first step, less download";
+  }
+
+  // Steps and their cost.
+  StepCosts& sc = report.steps;
+  sc.mode = step_mode;
+  std::vector<double> durations;
+  std::set<int64_t> step_numbers;
+  int64_t wait_ns = 0, wait_total_ns = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!step_selected(i) || steps.duration_ns[i] <= 0) continue;
+    durations.push_back(static_cast<double>(steps.duration_ns[i]) / kNs);
+    step_numbers.insert(steps.step[i]);
+    if (steps.data_wait_ns[i] != model::kMissing) {
+      wait_ns += steps.data_wait_ns[i];
+      wait_total_ns += steps.duration_ns[i];
+    }
+  }
+  sc.steps = static_cast<int64_t>(step_numbers.size());
+  const double rate = report.cluster_rate_usd_per_second;
+  if (!durations.empty()) {
+    sc.median_step_seconds = Percentile(durations, 50);
+    sc.p90_step_seconds = Percentile(durations, 90);
+    sc.cost_per_step_usd = rate * *sc.median_step_seconds;
+    sc.cost_per_step_p90_usd = rate * *sc.p90_step_seconds;
+    sc.amortised_cost_per_step_usd = report.total_cost_usd / static_cast<double>(sc.steps);
+  }
+  if (wait_total_ns > 0) {
+    sc.data_wait_fraction = static_cast<double>(wait_ns) / static_cast<double>(wait_total_ns);
+  }
+  if (any_between) {
+    sc.between_steps_seconds = between_s;
+    sc.between_steps_cost_usd = between_cost;
+  }
+  sc.samples_per_step = key_number(kKeySamplesPerStep);
+  sc.steps_per_epoch = key_number(kKeyStepsPerEpoch);
+  sc.epochs = key_number(kKeyEpochs);
+  if (!sc.epochs && !epoch_marks.empty()) sc.epochs = static_cast<double>(epoch_marks.size());
+  if (sc.steps_per_epoch && sc.cost_per_step_usd) {
+    sc.cost_per_epoch_usd = *sc.cost_per_step_usd * *sc.steps_per_epoch;
+  }
+  if (sc.epochs && *sc.epochs > 0) {
+    sc.amortised_cost_per_epoch_usd = report.total_cost_usd / *sc.epochs;
+  } else if (sc.steps_per_epoch && sc.amortised_cost_per_step_usd) {
+    sc.amortised_cost_per_epoch_usd = *sc.amortised_cost_per_step_usd * *sc.steps_per_epoch;
+  }
+  if (sc.samples_per_step && *sc.samples_per_step > 0) {
+    if (sc.cost_per_step_usd) {
+      sc.cost_per_1000_samples_usd = *sc.cost_per_step_usd / *sc.samples_per_step * 1000;
+    }
+    if (sc.amortised_cost_per_step_usd) {
+      sc.amortised_cost_per_1000_samples_usd =
+          *sc.amortised_cost_per_step_usd / *sc.samples_per_step * 1000;
+    }
+  }
+
+  // --- What-ifs. ---
+  WhatIfEvidence ev;
+  ev.findings = std::move(findings);
+  {
+    store::EventQuery kq;
+    kq.categories = {"kernel"};
+    TP_ASSIGN_OR_RETURN(store::EventTable kernels, run.Events(kq));
+    ev.kernel_events = static_cast<int64_t>(kernels.size());
+    if (kernels.size() > 0) {
+      std::vector<int8_t> matmul(kernels.names.values().size()), tensor(matmul.size());
+      for (size_t c = 0; c < matmul.size(); ++c) {
+        matmul[c] = IsMatmulKernel(kernels.names.values()[c]);
+        tensor[c] = IsTensorCoreKernel(kernels.names.values()[c]);
+      }
+      double all = 0, mm = 0, mm32 = 0;
+      for (size_t i = 0; i < kernels.size(); ++i) {
+        double d = static_cast<double>(kernels.duration_ns[i]);
+        size_t c = static_cast<size_t>(kernels.name[i]);
+        all += d;
+        if (matmul[c]) {
+          mm += d;
+          if (!tensor[c]) mm32 += d;
+        }
+      }
+      if (all > 0) {
+        ev.matmul_kernel_share = mm / all;
+        ev.fp32_matmul_kernel_share = mm32 / all;
+      }
+    }
+  }
+  const NodeCost& first = report.nodes.front();
+  std::vector<int64_t> ckpt;
+  for (const auto& [node, spans] : phases_by_node) {
+    if (node != first.node) continue;
+    for (const Span& s : spans) {
+      if (s.name == "checkpoint") ckpt.push_back(s.start_ns);
+    }
+  }
+  std::sort(ckpt.begin(), ckpt.end());
+  ev.checkpoint_spans = static_cast<int>(ckpt.size());
+  if (ckpt.size() >= 2) {
+    std::vector<double> gaps;
+    for (size_t i = 1; i < ckpt.size(); ++i)
+      gaps.push_back(static_cast<double>(ckpt[i] - ckpt[i - 1]) / kNs);
+    ev.checkpoint_interval_seconds = Percentile(gaps, 50);
+  }
+  for (const PhaseCost& p : first.phases) {
+    if (p.phase == "download") ev.download_seconds += p.billed_seconds;
+    if (p.phase == "initialization") ev.initialization_seconds += p.billed_seconds;
+  }
+  if (!init_from_phase && first.first_step_ns) {
+    ev.initialization_seconds =
+        std::max(0.0, static_cast<double>(*first.first_step_ns - first.window_start_ns) / kNs -
+                          ev.download_seconds);
+  }
+  AddWhatIfs(catalog, options, ev, &report);
+  (void)Money;
+  return report;
+}
+
+}  // namespace trainprof::cost

@@ -1,0 +1,45 @@
+#pragma once
+// Options and entry points of `trainprof cost` and `trainprof instances` (testable without
+// argv), plus the catalog loading both share.
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "analyze/cost/catalog.h"
+#include "base/status.h"
+
+namespace trainprof::cli {
+
+struct CostCommandOptions {
+  std::string run;
+  std::string instance_type;
+  std::optional<int> instances;
+  bool spot = false;
+  std::optional<double> price_usd_per_hour;
+  std::optional<double> discount_pct;
+  std::optional<double> volume_gb;
+  double idle_threshold = 0.10;
+  std::string catalog;  // a user file (merged) or a catalog directory (replaces)
+  int max_price_age_days = 180;
+  int64_t now_ns = 0;  // tests fix "today"
+  bool json = false;
+};
+Status RunCost(const CostCommandOptions& options, std::ostream& out);
+
+struct InstancesOptions {
+  std::string gpu;                  // substring of the accelerator model, case-insensitive ("A100")
+  std::optional<double> max_price;  // $/h; rows without a price are left out
+  std::string provider;             // aws, gcp, azure
+  std::string service;              // sagemaker-training, ec2...
+  std::string catalog;
+  int max_price_age_days = 180;
+  int64_t now_ns = 0;
+  bool json = false;
+};
+Status RunInstances(const InstancesOptions& options, std::ostream& out);
+
+// The default catalog, then `catalog`: a directory replaces it, a file is merged into it.
+StatusOr<cost::Catalog> LoadCatalogForCli(const std::string& catalog);
+
+}  // namespace trainprof::cli
