@@ -11,15 +11,8 @@ namespace {
 
 // One line per subcommand; add yours here (keep the list sorted by name after the basics).
 constexpr AddCommandFn kCommands[] = {
-    AddLsCommand,
-    AddShowCommand,
-    AddExportCommand,
-    AddDemoCommand,
-    AddAgentCommand,
-    AddMarkCommand,
-    AddRecordCommand,
-    AddCostCommand,
-    AddInstancesCommand,
+    AddLsCommand,   AddShowCommand,   AddExportCommand, AddDemoCommand,      AddAgentCommand,
+    AddMarkCommand, AddRecordCommand, AddCostCommand,   AddInstancesCommand,
 };
 
 struct Planned {

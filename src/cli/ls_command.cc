@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include "base/time.h"
 #include <optional>
+#include "base/time.h"
 
+#include "analyze/cost/catalog.h"
 #include "cli/command.h"
 #include "cli/commands.h"
-#include "analyze/cost/catalog.h"
 #include "cli/output.h"
 #include "store/run_directory.h"
 #include "store/run_reader.h"
