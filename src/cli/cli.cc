@@ -15,6 +15,7 @@ constexpr AddCommandFn kCommands[] = {
     AddShowCommand,
     AddExportCommand,
     AddDemoCommand,
+    AddImportCommand,
 };
 
 struct Planned {
@@ -27,7 +28,6 @@ struct Planned {
 constexpr Planned kPlanned[] = {
     {"record", "Run a command and profile it: system, GPU and framework metrics"},
     {"agent", "Collect a node's metrics for jobs started elsewhere"},
-    {"import", "Import SageMaker Debugger, Kineto or Horovod data into a run"},
     {"analyze", "Trace analyses per rank (temporal, kernel and idle breakdowns)"},
     {"rules", "Evaluate the profiler rules on a run"},
     {"report", "Write the HTML / JSON / PDF report of a run"},

@@ -4,6 +4,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -26,6 +27,15 @@ struct ExportCsvOptions {
   std::string out_dir;
 };
 Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out);
+
+// `import kineto|smdebug|horovod`.
+struct ImportOptions {
+  std::vector<std::string> sources;  // files (kineto, horovod) or one directory (smdebug)
+  std::string out;
+  std::string name;
+  bool json = false;
+};
+Status RunImportKineto(const ImportOptions& options, std::ostream& out);
 
 struct DemoOptions {
   std::string out;  // run directory; default trainprof-runs/<run id>
