@@ -16,6 +16,7 @@ constexpr AddCommandFn kCommands[] = {
     AddExportCommand,
     AddDemoCommand,
     AddImportCommand,
+    AddAnalyzeCommand,
 };
 
 struct Planned {
@@ -28,7 +29,6 @@ struct Planned {
 constexpr Planned kPlanned[] = {
     {"record", "Run a command and profile it: system, GPU and framework metrics"},
     {"agent", "Collect a node's metrics for jobs started elsewhere"},
-    {"analyze", "Trace analyses per rank (temporal, kernel and idle breakdowns)"},
     {"rules", "Evaluate the profiler rules on a run"},
     {"report", "Write the HTML / JSON / PDF report of a run"},
     {"cost", "What a run cost and what to change, in dollars"},

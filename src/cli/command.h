@@ -30,5 +30,6 @@ void AddShowCommand(CLI::App& app, CommandAction* action);
 void AddExportCommand(CLI::App& app, CommandAction* action);  // `export` and `export csv`
 void AddDemoCommand(CLI::App& app, CommandAction* action);
 void AddImportCommand(CLI::App& app, CommandAction* action);
+void AddAnalyzeCommand(CLI::App& app, CommandAction* action);
 
 }  // namespace trainprof::cli

@@ -37,6 +37,16 @@ struct ImportOptions {
 };
 Status RunImportKineto(const ImportOptions& options, std::ostream& out);
 
+struct AnalyzeOptions {
+  std::string run;
+  bool json = false;
+  std::string diff_base;  // baseline run for a trace diff
+  double kernel_wait_threshold_us = 30.0;
+  int top = 10;
+  bool hta_compat = false;
+};
+Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out);
+
 struct DemoOptions {
   std::string out;  // run directory; default trainprof-runs/<run id>
   int64_t duration_s = 120;
