@@ -11,12 +11,8 @@ namespace {
 
 // One line per subcommand; add yours here (keep the list sorted by name after the basics).
 constexpr AddCommandFn kCommands[] = {
-    AddLsCommand,
-    AddShowCommand,
-    AddExportCommand,
-    AddDemoCommand,
-    AddImportCommand,
-    AddAnalyzeCommand,
+    AddLsCommand,   AddShowCommand,   AddExportCommand,
+    AddDemoCommand, AddImportCommand, AddAnalyzeCommand,
 };
 
 struct Planned {

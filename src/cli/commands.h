@@ -36,6 +36,7 @@ struct ImportOptions {
   bool json = false;
 };
 Status RunImportKineto(const ImportOptions& options, std::ostream& out);
+Status RunImportSmdebug(const ImportOptions& options, std::ostream& out);
 
 struct AnalyzeOptions {
   std::string run;

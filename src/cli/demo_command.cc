@@ -7,11 +7,11 @@
 #include <cmath>
 #include <random>
 
-#include "base/files.h"
-#include "base/time.h"
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include "base/files.h"
+#include "base/time.h"
 
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -36,7 +36,8 @@ Status RunDemo(const DemoOptions& options, std::ostream& out) {
 
   model::NodeInfo node = model::DetectLocalNode("demo-node");
   node.cpu_cores = 8;
-  node.gpus = {{0, "Demo GPU", "GPU-demo-0", 16LL << 30}, {1, "Demo GPU", "GPU-demo-1", 16LL << 30}};
+  node.gpus = {{0, "Demo GPU", "GPU-demo-0", 16LL << 30},
+               {1, "Demo GPU", "GPU-demo-1", 16LL << 30}};
   TP_ASSIGN_OR_RETURN(auto writer, store::OpenNodeWriter(dir, node));
 
   std::mt19937 rng(42);

@@ -2,10 +2,10 @@
 #include <cstdio>
 #include <fstream>
 
-#include "base/files.h"
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include "base/files.h"
 
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -60,9 +60,9 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
     for (size_t i = 0; i < t.size(); ++i) {
       f << CsvCell(t.nodes.at(t.node[i])) << ',' << Int(t.rank[i]) << ',' << Int(t.pid[i]) << ','
         << Int(t.tid[i]) << ',' << CsvCell(t.names.at(t.name[i])) << ','
-        << CsvCell(t.categories.at(t.category[i])) << ',' << CsvCell(t.modes.at(t.mode[i]))
-        << ',' << Int(t.step[i]) << ',' << (t.kind[i] == 0 ? "span" : "instant") << ','
-        << t.start_ns[i] << ',' << t.duration_ns[i] << ',' << CsvCell(t.args[i]) << '\n';
+        << CsvCell(t.categories.at(t.category[i])) << ',' << CsvCell(t.modes.at(t.mode[i])) << ','
+        << Int(t.step[i]) << ',' << (t.kind[i] == 0 ? "span" : "instant") << ',' << t.start_ns[i]
+        << ',' << t.duration_ns[i] << ',' << CsvCell(t.args[i]) << '\n';
     }
     TP_RETURN_IF_ERROR(Check(f, path));
     out << "wrote " << path << " (" << t.size() << " rows)\n";
@@ -90,8 +90,8 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
     for (const auto& x : findings) {
       f << CsvCell(x.rule) << ',' << model::SeverityName(x.severity) << ',' << CsvCell(x.node)
         << ',' << CsvCell(x.device) << ',' << x.start_ns << ',' << x.end_ns << ','
-        << CsvCell(x.message) << ',' << CsvCell(x.recommendation) << ','
-        << CsvCell(x.evidence_json) << '\n';
+        << CsvCell(x.message) << ',' << CsvCell(x.recommendation) << ',' << CsvCell(x.evidence_json)
+        << '\n';
     }
     TP_RETURN_IF_ERROR(Check(f, path));
     out << "wrote " << path << " (" << findings.size() << " rows)\n";
@@ -115,9 +115,8 @@ void AddExportCommand(CLI::App& app, CommandAction* action) {
   auto* csv = export_cmd->add_subcommand("csv", "CSV files: metrics, events, steps, findings");
   csv->add_option("run", opts->run, "Run directory")->required();
   csv->add_option("--out", opts->out_dir, "Output directory")->required();
-  csv->callback([opts, action] {
-    action->run = [opts] { return RunExportCsv(*opts, std::cout); };
-  });
+  csv->callback(
+      [opts, action] { action->run = [opts] { return RunExportCsv(*opts, std::cout); }; });
   for (const char* planned : {"chrome-trace", "smdebug"}) {
     export_cmd
         ->add_subcommand(planned, std::string("Export as ") + planned + " (not implemented yet)")

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "importers/kineto/kineto_importer.h"
+#include "importers/smdebug/smdebug_importer.h"
 
 namespace trainprof::cli {
 namespace {
@@ -72,6 +73,43 @@ Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
   return OkStatus();
 }
 
+Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
+  if (options.sources.size() != 1) {
+    return InvalidArgument("import smdebug takes one profiler-output directory");
+  }
+  importers::smdebug::SmdebugImportOptions o;
+  o.dir = options.sources[0];
+  o.out = options.out;
+  o.name = options.name;
+  TP_ASSIGN_OR_RETURN(auto r, importers::smdebug::ImportSmdebug(o));
+  nlohmann::json j = {{"run", options.out},
+                      {"nodes", r.nodes},
+                      {"system_files", r.system_files},
+                      {"system_samples", r.system_samples},
+                      {"samples_by_type", r.samples_by_type},
+                      {"framework_files", r.framework_files},
+                      {"framework_events", r.framework_events},
+                      {"steps", r.steps},
+                      {"tf_trace_files", r.tf_trace_files},
+                      {"tf_events", r.tf_events},
+                      {"python_stats_files", r.python_stats_files},
+                      {"parse_errors", r.parse_errors},
+                      {"skipped", r.skipped}};
+  if (options.json) {
+    out << j.dump(2) << "\n";
+    return OkStatus();
+  }
+  out << "imported into " << options.out << ": " << r.system_samples << " system samples from "
+      << r.system_files << " files, " << r.framework_events << " framework events from "
+      << r.framework_files << " files (" << r.steps << " steps), " << r.tf_events
+      << " TF profiler events, " << r.python_stats_files << " cProfile dumps; nodes:";
+  for (const auto& n : r.nodes) out << " " << n;
+  out << "\n";
+  if (r.parse_errors > 0) out << "skipped " << r.parse_errors << " unreadable lines\n";
+  for (const auto& s : r.skipped) out << "skipped " << s << "\n";
+  return OkStatus();
+}
+
 void AddImportCommand(CLI::App& app, CommandAction* action) {
   auto* import = app.add_subcommand("import",
                                     "Import SageMaker Debugger, Kineto or Horovod data "
@@ -89,6 +127,11 @@ void AddImportCommand(CLI::App& app, CommandAction* action) {
   add_common(kineto, "Trace files");
   kineto->callback(
       [opts, action] { action->run = [opts] { return RunImportKineto(*opts, std::cout); }; });
+  auto* smdebug = import->add_subcommand(
+      "smdebug", "A SageMaker Debugger profiler-output folder (system, framework, TF, cProfile)");
+  add_common(smdebug, "The profiler-output directory");
+  smdebug->callback(
+      [opts, action] { action->run = [opts] { return RunImportSmdebug(*opts, std::cout); }; });
 }
 
 }  // namespace trainprof::cli

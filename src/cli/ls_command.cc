@@ -1,9 +1,9 @@
 #include <nlohmann/json.hpp>
 
-#include "base/time.h"
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include "base/time.h"
 
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -22,10 +22,8 @@ Status RunLs(const LsOptions& options, std::ostream& out) {
       row["run_id"] = r.run_id;
       row["name"] = r.name;
       row["start_ns"] = r.start_ns ? nlohmann::json(*r.start_ns) : nlohmann::json(nullptr);
-      row["duration_ns"] =
-          r.duration_ns ? nlohmann::json(*r.duration_ns) : nlohmann::json(nullptr);
-      row["exit_status"] =
-          r.exit_status ? nlohmann::json(*r.exit_status) : nlohmann::json(nullptr);
+      row["duration_ns"] = r.duration_ns ? nlohmann::json(*r.duration_ns) : nlohmann::json(nullptr);
+      row["exit_status"] = r.exit_status ? nlohmann::json(*r.exit_status) : nlohmann::json(nullptr);
       row["nodes"] = r.node_count;
       row["source"] = r.source;
       if (!r.error.empty()) row["error"] = r.error;

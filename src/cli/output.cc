@@ -45,9 +45,12 @@ std::string FormatBytes(double bytes) {
 
 std::string FormatCount(double n) {
   char buf[32];
-  if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
-  else if (n >= 1e4) std::snprintf(buf, sizeof buf, "%.1fk", n / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.0f", n);
+  if (n >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
+  else if (n >= 1e4)
+    std::snprintf(buf, sizeof buf, "%.1fk", n / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", n);
   return buf;
 }
 

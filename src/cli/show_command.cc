@@ -1,10 +1,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "base/time.h"
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include "base/time.h"
 
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -32,7 +32,8 @@ Status RunShow(const ShowOptions& options, std::ostream& out) {
   TP_ASSIGN_OR_RETURN(auto counters, reader->Counters());
   TP_ASSIGN_OR_RETURN(auto latest, reader->LatestTimestampNs());
   std::map<std::string, int64_t> by_category;
-  for (size_t i = 0; i < events.size(); ++i) ++by_category[events.categories.at(events.category[i])];
+  for (size_t i = 0; i < events.size(); ++i)
+    ++by_category[events.categories.at(events.category[i])];
   int64_t total_values = 0;
   for (const auto& s : series) total_values += s.series.count;
 
@@ -86,8 +87,8 @@ Status RunShow(const ShowOptions& options, std::ostream& out) {
   }
   out << "start      " << (m.start_ns ? FormatIso8601(m.start_ns) : "n/a") << "\n";
   if (m.end_ns) {
-    out << "end        " << FormatIso8601(*m.end_ns) << "  (" << FormatDuration(*m.end_ns - m.start_ns)
-        << ")\n";
+    out << "end        " << FormatIso8601(*m.end_ns) << "  ("
+        << FormatDuration(*m.end_ns - m.start_ns) << ")\n";
   } else {
     out << "end        n/a (still running, or ended without closing the run)"
         << (latest ? "; data up to " + FormatIso8601(*latest) : "") << "\n";
@@ -97,19 +98,20 @@ Status RunShow(const ShowOptions& options, std::ostream& out) {
   if (!m.instance_type.empty()) out << "instance   " << m.instance_type << "\n";
   for (const auto& [k, v] : m.tags) out << "tag        " << k << "=" << v << "\n";
   out << "\nnodes\n";
-  std::vector<std::vector<std::string>> rows = {{"  NODE", "HOST", "CPU", "CORES", "MEMORY", "GPUS"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"  NODE", "HOST", "CPU", "CORES", "MEMORY", "GPUS"}};
   for (const model::NodeInfo* n : reader->node_infos()) {
     std::string gpus = std::to_string(n->gpus.size());
     if (!n->gpus.empty()) gpus += " x " + n->gpus[0].name;
-    rows.push_back({"  " + n->node, n->hostname, n->cpu_model.empty() ? "n/a" : n->cpu_model,
-                    n->cpu_cores ? std::to_string(*n->cpu_cores) : "n/a",
-                    n->memory_total_bytes ? FormatBytes(static_cast<double>(*n->memory_total_bytes))
-                                          : "n/a",
-                    gpus});
+    rows.push_back(
+        {"  " + n->node, n->hostname, n->cpu_model.empty() ? "n/a" : n->cpu_model,
+         n->cpu_cores ? std::to_string(*n->cpu_cores) : "n/a",
+         n->memory_total_bytes ? FormatBytes(static_cast<double>(*n->memory_total_bytes)) : "n/a",
+         gpus});
   }
   PrintTable(out, rows);
-  out << "\nsystem metrics: " << series.size() << " series, " << FormatCount(static_cast<double>(total_values))
-      << " values\n";
+  out << "\nsystem metrics: " << series.size() << " series, "
+      << FormatCount(static_cast<double>(total_values)) << " values\n";
   std::map<std::pair<std::string, std::string>, std::pair<int, int64_t>> by_metric;
   for (const auto& s : series) {
     auto& e = by_metric[{s.node, s.series.metric}];
@@ -118,7 +120,8 @@ Status RunShow(const ShowOptions& options, std::ostream& out) {
   }
   rows = {{"  NODE", "METRIC", "DEVICES", "VALUES"}};
   for (const auto& [key, e] : by_metric) {
-    rows.push_back({"  " + key.first, key.second, std::to_string(e.first), std::to_string(e.second)});
+    rows.push_back(
+        {"  " + key.first, key.second, std::to_string(e.first), std::to_string(e.second)});
   }
   if (!by_metric.empty()) PrintTable(out, rows);
   out << "\nframework events: " << events.size() << "\n";

@@ -202,59 +202,64 @@ bool ParseLooseInt64(std::string_view text, int64_t* out) {
   return true;
 }
 
-bool ParseMicrosToNs(std::string_view text, int64_t* ns) {
+bool ParseScaledDecimal(std::string_view text, int digits, int64_t* out) {
   std::string_view body;
   if (RawStringBody(text, &body)) text = body;  // some writers quote numbers
-  if (text.empty()) return false;
+  if (text.empty() || digits < 0 || digits > 9) return false;
+  int64_t scale = 1;
+  for (int k = 0; k < digits; ++k) scale *= 10;
   size_t i = 0;
   bool neg = false;
   if (text[0] == '-') {
     neg = true;
     ++i;
   }
-  constexpr uint64_t kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 1000;
+  const uint64_t limit =
+      static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / static_cast<uint64_t>(scale);
   uint64_t whole = 0;
-  size_t digits = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++digits) {
+  size_t n_digits = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++n_digits) {
     whole = whole * 10 + static_cast<uint64_t>(text[i] - '0');
-    if (whole > kLimit) return false;
+    if (whole > limit) return false;
   }
-  uint64_t frac_ns = 0;
+  uint64_t frac = 0;
   bool round_up = false;
-  size_t frac_digits = 0;
+  int frac_digits = 0;
   if (i < text.size() && text[i] == '.') {
     ++i;
     for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++frac_digits) {
-      if (frac_digits < 3) {
-        frac_ns = frac_ns * 10 + static_cast<uint64_t>(text[i] - '0');
-      } else if (frac_digits == 3) {
+      if (frac_digits < digits) {
+        frac = frac * 10 + static_cast<uint64_t>(text[i] - '0');
+      } else if (frac_digits == digits) {
         round_up = text[i] >= '5';
       }
     }
     if (frac_digits == 0) return false;
-    for (size_t k = frac_digits; k < 3; ++k) frac_ns *= 10;
+    for (int k = frac_digits; k < digits; ++k) frac *= 10;
   }
-  if (digits == 0) return false;
+  if (n_digits == 0) return false;
   if (i < text.size()) {
     if (text[i] != 'e' && text[i] != 'E') return false;
     // Exponent notation is rare in traces: go through long double (64-bit mantissa) and
-    // round to the nanosecond.
+    // round to the unit.
     std::string copy(text);
     char* endp = nullptr;
     long double v = std::strtold(copy.c_str(), &endp);
     if (endp != copy.c_str() + copy.size() || !std::isfinite(static_cast<double>(v))) {
       return false;
     }
-    long double n = std::round(v * 1000.0L);
+    long double n = std::round(v * static_cast<long double>(scale));
     if (std::fabs(static_cast<double>(n)) > 9.2e18) return false;
-    *ns = static_cast<int64_t>(n);
+    *out = static_cast<int64_t>(n);
     return true;
   }
-  uint64_t total = whole * 1000 + frac_ns + (round_up ? 1 : 0);
+  uint64_t total = whole * static_cast<uint64_t>(scale) + frac + (round_up ? 1 : 0);
   if (total > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
-  *ns = neg ? -static_cast<int64_t>(total) : static_cast<int64_t>(total);
+  *out = neg ? -static_cast<int64_t>(total) : static_cast<int64_t>(total);
   return true;
 }
+
+bool ParseMicrosToNs(std::string_view text, int64_t* ns) { return ParseScaledDecimal(text, 3, ns); }
 
 bool ParseDouble(std::string_view text, double* out) {
   if (text.empty() || text.size() > 64) return false;

@@ -53,6 +53,10 @@ bool ParseLooseInt64(std::string_view text, int64_t* out);
 // False for non-numbers and overflow.
 bool ParseMicrosToNs(std::string_view text, int64_t* ns);
 
+// Decimal text times 10^digits as an integer, exactly (digits <= 9): seconds with digits 9
+// give nanoseconds. Beyond `digits` decimals it rounds half away from zero.
+bool ParseScaledDecimal(std::string_view text, int digits, int64_t* out);
+
 // A finite double from number text; false otherwise.
 bool ParseDouble(std::string_view text, double* out);
 
