@@ -34,9 +34,11 @@ struct ImportOptions {
   std::string out;
   std::string name;
   bool json = false;
+  int64_t base_time_us = -1;  // horovod: wall clock of ts 0; -1 = unknown
 };
 Status RunImportKineto(const ImportOptions& options, std::ostream& out);
 Status RunImportSmdebug(const ImportOptions& options, std::ostream& out);
+Status RunImportHorovod(const ImportOptions& options, std::ostream& out);
 
 struct AnalyzeOptions {
   std::string run;

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "importers/horovod/horovod_importer.h"
 #include "importers/kineto/kineto_importer.h"
 #include "importers/smdebug/smdebug_importer.h"
 
@@ -110,6 +111,24 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
   return OkStatus();
 }
 
+Status RunImportHorovod(const ImportOptions& options, std::ostream& out) {
+  importers::horovod::HorovodImportOptions o;
+  o.timelines = options.sources;
+  o.out = options.out;
+  o.name = options.name;
+  if (options.base_time_us >= 0) o.base_time_ns = options.base_time_us * 1000;
+  TP_ASSIGN_OR_RETURN(auto r, importers::horovod::ImportHorovod(o));
+  if (options.json) {
+    nlohmann::json j = {
+        {"run", options.out}, {"spans", r.spans}, {"instants", r.instants}, {"nodes", r.nodes}};
+    out << j.dump(2) << "\n";
+    return OkStatus();
+  }
+  out << "imported " << r.spans << " spans and " << r.instants << " instants into " << options.out
+      << "\n";
+  return OkStatus();
+}
+
 void AddImportCommand(CLI::App& app, CommandAction* action) {
   auto* import = app.add_subcommand("import",
                                     "Import SageMaker Debugger, Kineto or Horovod data "
@@ -130,6 +149,12 @@ void AddImportCommand(CLI::App& app, CommandAction* action) {
   auto* smdebug = import->add_subcommand(
       "smdebug", "A SageMaker Debugger profiler-output folder (system, framework, TF, cProfile)");
   add_common(smdebug, "The profiler-output directory");
+  auto* horovod = import->add_subcommand("horovod", "Horovod timelines (HOROVOD_TIMELINE files)");
+  add_common(horovod, "Timeline files");
+  horovod->add_option("--base-time-us", opts->base_time_us,
+                      "Wall-clock time (µs since the epoch) of the timeline's ts 0");
+  horovod->callback(
+      [opts, action] { action->run = [opts] { return RunImportHorovod(*opts, std::cout); }; });
   smdebug->callback(
       [opts, action] { action->run = [opts] { return RunImportSmdebug(*opts, std::cout); }; });
 }
