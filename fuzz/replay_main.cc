@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     std::ifstream in(f, std::ios::binary);
     std::vector<char> bytes;
     char buf[4096];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) bytes.insert(bytes.end(), buf, buf + in.gcount());
+    while (in.read(buf, sizeof buf) || in.gcount() > 0)
+      bytes.insert(bytes.end(), buf, buf + in.gcount());
     // The whole file, then prefixes (truncated input) and a few byte flips.
     for (size_t cut : {bytes.size(), bytes.size() / 2, bytes.size() / 3, size_t{1}, size_t{0}}) {
       LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), cut);

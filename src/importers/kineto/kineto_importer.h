@@ -29,7 +29,7 @@ struct KinetoImportOptions {
   std::vector<std::string> traces;
   std::string out;                 // run directory (created; must not hold a run already)
   std::string name;                // run name; default: the run directory's base name
-  int64_t flush_events = 1 << 18;  // events buffered per store flush
+  int64_t flush_events = 1 << 16;  // events buffered per store flush (bounds memory)
 };
 
 struct KinetoFileSummary {
