@@ -11,8 +11,17 @@ namespace {
 
 // One line per subcommand; add yours here (keep the list sorted by name after the basics).
 constexpr AddCommandFn kCommands[] = {
-    AddLsCommand,   AddShowCommand,   AddExportCommand, AddDemoCommand,      AddAgentCommand,
-    AddMarkCommand, AddRecordCommand, AddCostCommand,   AddInstancesCommand,
+    AddLsCommand,
+    AddShowCommand,
+    AddExportCommand,
+    AddDemoCommand,
+    AddRecordCommand,
+    AddAgentCommand,
+    AddMarkCommand,
+    AddImportCommand,
+    AddAnalyzeCommand,
+    AddCostCommand,
+    AddInstancesCommand,
 };
 
 struct Planned {
@@ -23,8 +32,6 @@ struct Planned {
 // Subcommands that later work fills in; listed so that `trainprof --help` shows the whole tool.
 // They answer "not implemented yet" until then. Remove a line when its command lands.
 constexpr Planned kPlanned[] = {
-    {"import", "Import SageMaker Debugger, Kineto or Horovod data into a run"},
-    {"analyze", "Trace analyses per rank (temporal, kernel and idle breakdowns)"},
     {"rules", "Evaluate the profiler rules on a run"},
     {"report", "Write the HTML / JSON / PDF report of a run"},
     {"serve", "Serve the live dashboard"},

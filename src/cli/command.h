@@ -35,5 +35,7 @@ void AddAgentCommand(CLI::App& app, CommandAction* action);
 void AddMarkCommand(CLI::App& app, CommandAction* action);
 void AddCostCommand(CLI::App& app, CommandAction* action);       // cost_command.cc
 void AddInstancesCommand(CLI::App& app, CommandAction* action);  // instances_command.cc
+void AddImportCommand(CLI::App& app, CommandAction* action);
+void AddAnalyzeCommand(CLI::App& app, CommandAction* action);
 
 }  // namespace trainprof::cli

@@ -4,6 +4,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -26,6 +27,28 @@ struct ExportCsvOptions {
   std::string out_dir;
 };
 Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out);
+
+// `import kineto|smdebug|horovod`.
+struct ImportOptions {
+  std::vector<std::string> sources;  // files (kineto, horovod) or one directory (smdebug)
+  std::string out;
+  std::string name;
+  bool json = false;
+  int64_t base_time_us = -1;  // horovod: wall clock of ts 0; -1 = unknown
+};
+Status RunImportKineto(const ImportOptions& options, std::ostream& out);
+Status RunImportSmdebug(const ImportOptions& options, std::ostream& out);
+Status RunImportHorovod(const ImportOptions& options, std::ostream& out);
+
+struct AnalyzeOptions {
+  std::string run;
+  bool json = false;
+  std::string diff_base;  // baseline run for a trace diff
+  double kernel_wait_threshold_us = 30.0;
+  int top = 10;
+  bool hta_compat = false;
+};
+Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out);
 
 struct DemoOptions {
   std::string out;  // run directory; default trainprof-runs/<run id>

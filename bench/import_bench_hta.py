@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Times HolisticTraceAnalysis loading the trace that bench/import_bench wrote, and prints the
+ratios against trainprof's figures (passed on the command line by import_bench's last line).
+
+    python3 bench/import_bench_hta.py TRACE TRAINPROF_EVENTS_PER_S TRAINPROF_BYTES_PER_EVENT
+"""
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+
+def main():
+    trace, tp_rate, tp_bytes = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+    try:
+        from hta.trace_analysis import TraceAnalysis  # pip install HolisticTraceAnalysis
+    except ImportError:
+        print("HTA not installed (pip install HolisticTraceAnalysis): no ratio printed")
+        return 0
+    d = tempfile.mkdtemp()
+    shutil.copy(trace, os.path.join(d, "rank-0.json"))
+    import json
+    with open(trace) as f:
+        n = len(json.load(f)["traceEvents"])
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    TraceAnalysis(trace_dir=d)
+    wall = time.perf_counter() - t0
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rate = n / wall
+    per = (rss1 - rss0) * 1024 / n
+    print(f"HTA load: {wall:.2f} s, {rate:.0f} events/s, {per:.0f} bytes/event")
+    print(f"ratio trainprof/HTA speed: {tp_rate / rate:.1f}x; memory HTA/trainprof: "
+          f"{per / max(tp_bytes, 1e-9):.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+// libFuzzer target: a whole Kineto import (streamer, event parser, importer, store writes) on
+// arbitrary bytes, as a plain file and as the content of a gzip stream. It must never crash:
+// bad input is an error Status or counted.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "importers/kineto/kineto_importer.h"
+
+namespace {
+
+std::string Scratch() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/tp_fuzz_kineto_XXXXXX";
+    return std::string(mkdtemp(tmpl));
+  }();
+  return dir;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string dir = Scratch();
+  std::string trace = dir + "/trace.json";
+  FILE* f = std::fopen(trace.c_str(), "wb");
+  if (f == nullptr) return 0;
+  std::fwrite(data, 1, size, f);
+  std::fclose(f);
+  std::error_code ec;
+  std::filesystem::remove_all(dir + "/run", ec);
+  trainprof::importers::kineto::KinetoImportOptions o;
+  o.traces = {trace};
+  o.out = dir + "/run";
+  o.flush_events = 64;
+  (void)trainprof::importers::kineto::ImportKineto(o);
+  return 0;
+}

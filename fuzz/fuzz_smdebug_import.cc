@@ -1,0 +1,37 @@
+// libFuzzer target: the smdebug importer on an arbitrary system-metrics file and an arbitrary
+// framework timeline (the same bytes placed at both paths of a profiler-output folder).
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "importers/smdebug/smdebug_importer.h"
+
+namespace fs = std::filesystem;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/tp_fuzz_smdebug_XXXXXX";
+    return std::string(mkdtemp(tmpl));
+  }();
+  std::error_code ec;
+  fs::remove_all(dir + "/in", ec);
+  fs::remove_all(dir + "/run", ec);
+  fs::create_directories(dir + "/in/system/incremental/2020060314", ec);
+  fs::create_directories(dir + "/in/framework/pevents/2020060314", ec);
+  for (const char* rel : {"/in/system/incremental/2020060314/1591160699.algo-1.json",
+                          "/in/framework/pevents/2020060314/1591160699000000_1-host_"
+                          "pythontimeline.json"}) {
+    FILE* f = std::fopen((dir + rel).c_str(), "wb");
+    if (f == nullptr) return 0;
+    std::fwrite(data, 1, size, f);
+    std::fclose(f);
+  }
+  trainprof::importers::smdebug::SmdebugImportOptions o;
+  o.dir = dir + "/in";
+  o.out = dir + "/run";
+  (void)trainprof::importers::smdebug::ImportSmdebug(o);
+  return 0;
+}

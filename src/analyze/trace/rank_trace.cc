@@ -1,0 +1,113 @@
+#include "analyze/trace/rank_trace.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "model/event.h"
+
+namespace trainprof::analyze::trace {
+namespace {
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+int64_t ArgInt(const std::string& args, const char* quoted_key) {
+  size_t k = args.find(quoted_key);
+  if (k == std::string::npos) return -1;
+  size_t p = k + std::strlen(quoted_key);
+  while (p < args.size() && (args[p] == ' ' || args[p] == ':')) ++p;
+  bool neg = false;
+  if (p < args.size() && args[p] == '-') {
+    neg = true;
+    ++p;
+  }
+  if (p >= args.size() || args[p] < '0' || args[p] > '9') return -1;
+  int64_t v = 0;
+  while (p < args.size() && args[p] >= '0' && args[p] <= '9' && v < (INT64_MAX - 9) / 10) {
+    v = v * 10 + (args[p] - '0');
+    ++p;
+  }
+  return neg ? -v : v;
+}
+
+std::vector<RankTrace> SplitByRank(const store::EventTable& t) {
+  std::map<std::pair<int64_t, std::string>, RankTrace> by_key;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.kind[i] != static_cast<uint8_t>(model::EventKind::kSpan)) continue;
+    const std::string& cat = t.categories.at(t.category[i]);
+    int64_t rank = t.rank[i] == model::kMissing ? -1 : t.rank[i];
+    const std::string& node = t.nodes.at(t.node[i]);
+    auto key = std::make_pair(rank, rank >= 0 ? std::string() : node);
+    RankTrace& r = by_key[key];
+    if (r.names == nullptr) {
+      r.rank = rank;
+      r.node = node;
+      r.label = rank >= 0 ? std::to_string(rank) : node;
+      r.names = &t.names;
+    }
+    int64_t start = t.start_ns[i];
+    int64_t end = start + std::max<int64_t>(0, t.duration_ns[i]);
+    bool gpu = true;
+    GpuKind gk = GpuKind::kKernel;
+    if (cat == "kernel" || cat == "mtia_ccp_events") {
+      // Device activities of other accelerators carry memory copies as named kernels.
+      const std::string& nm = t.names.at(t.name[i]);
+      gk = StartsWith(nm, "Memcpy") || StartsWith(nm, "dma") ? GpuKind::kMemcpy
+           : StartsWith(nm, "Memset")                        ? GpuKind::kMemset
+                                                             : GpuKind::kKernel;
+    } else if (cat == "gpu_memcpy")
+      gk = GpuKind::kMemcpy;
+    else if (cat == "gpu_memset")
+      gk = GpuKind::kMemset;
+    else if (cat == "cuda_sync")
+      gk = GpuKind::kSync;
+    else
+      gpu = false;
+    if (gpu) {
+      GpuActivity a;
+      a.start_ns = start;
+      a.end_ns = end;
+      a.name = t.name[i];
+      a.device = t.pid[i] == model::kMissing ? -1 : t.pid[i];
+      a.stream = t.tid[i] == model::kMissing ? ArgInt(t.args[i], "\"stream\"") : t.tid[i];
+      a.correlation = ArgInt(t.args[i], "\"correlation\"");
+      a.kind = gk;
+      r.gpu.push_back(a);
+      continue;
+    }
+    CpuSpan c;
+    c.start_ns = start;
+    c.end_ns = end;
+    c.name = t.name[i];
+    c.tid = t.tid[i] == model::kMissing ? -1 : t.tid[i];
+    if (cat == "cpu_op")
+      c.kind = CpuKind::kOp;
+    else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "mtia_runtime")
+      c.kind = CpuKind::kRuntime;
+    else if (cat == "user_annotation")
+      c.kind = CpuKind::kAnnotation;
+    else if (cat == model::kCategoryStep)
+      c.kind = CpuKind::kStep;
+    else
+      c.kind = CpuKind::kOther;
+    if (c.kind == CpuKind::kOp || c.kind == CpuKind::kAnnotation) {
+      // ProfilerStep#N spans are covered by their derived "step" spans.
+      if (StartsWith(t.names.at(t.name[i]), "ProfilerStep#")) continue;
+    }
+    if (c.kind == CpuKind::kRuntime) c.correlation = ArgInt(t.args[i], "\"correlation\"");
+    if (c.kind == CpuKind::kStep) c.step = t.step[i] == model::kMissing ? -1 : t.step[i];
+    r.cpu.push_back(c);
+  }
+  std::vector<RankTrace> out;
+  for (auto& [key, r] : by_key) {
+    auto by_start = [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; };
+    std::sort(r.gpu.begin(), r.gpu.end(), by_start);
+    std::sort(r.cpu.begin(), r.cpu.end(), by_start);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace trainprof::analyze::trace

@@ -1,0 +1,162 @@
+// `trainprof import kineto|smdebug|horovod SRC... --out RUN`: other tools' data into a run.
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "importers/horovod/horovod_importer.h"
+#include "importers/kineto/kineto_importer.h"
+#include "importers/smdebug/smdebug_importer.h"
+
+namespace trainprof::cli {
+namespace {
+
+std::string RankText(int64_t rank) { return rank == model::kMissing ? "-" : std::to_string(rank); }
+
+}  // namespace
+
+Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
+  importers::kineto::KinetoImportOptions o;
+  o.traces = options.sources;
+  o.out = options.out;
+  o.name = options.name;
+  TP_ASSIGN_OR_RETURN(auto result, importers::kineto::ImportKineto(o));
+  if (options.json) {
+    nlohmann::json j;
+    j["run"] = options.out;
+    j["events_stored"] = result.events_stored;
+    j["nodes"] = result.nodes;
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : result.files) {
+      nlohmann::json fj;
+      fj["path"] = f.path;
+      fj["node"] = f.node;
+      fj["rank"] = f.rank == model::kMissing ? nlohmann::json(nullptr) : nlohmann::json(f.rank);
+      fj["world_size"] =
+          f.world_size == model::kMissing ? nlohmann::json(nullptr) : nlohmann::json(f.world_size);
+      fj["timestamp_format"] = f.timestamp_format;
+      fj["base_time_ns"] = f.base_time_ns;
+      fj["elements"] = f.elements;
+      fj["events_stored"] = f.events_stored;
+      fj["steps"] = f.steps;
+      fj["flows"] = f.flows;
+      fj["metric_samples"] = f.metric_samples;
+      fj["gpus"] = f.gpus;
+      fj["start_ns"] = f.start_ns;
+      fj["end_ns"] = f.end_ns;
+      fj["categories"] = f.categories;
+      fj["problems"] = f.problems;
+      files.push_back(fj);
+    }
+    j["files"] = files;
+    out << j.dump(2) << "\n";
+    return OkStatus();
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"file", "node", "rank", "ts", "events", "steps", "flows", "samples", "problems"}};
+  for (const auto& f : result.files) {
+    std::string problems;
+    for (const auto& [name, n] : f.problems) {
+      problems += (problems.empty() ? "" : " ") + name + "=" + std::to_string(n);
+    }
+    rows.push_back({f.path, f.node, RankText(f.rank), f.timestamp_format,
+                    std::to_string(f.events_stored), std::to_string(f.steps),
+                    std::to_string(f.flows), std::to_string(f.metric_samples),
+                    problems.empty() ? "-" : problems});
+  }
+  PrintTable(out, rows);
+  out << "imported " << result.events_stored << " events into " << options.out << " ("
+      << result.nodes.size() << " node" << (result.nodes.size() == 1 ? "" : "s") << ")\n";
+  return OkStatus();
+}
+
+Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
+  if (options.sources.size() != 1) {
+    return InvalidArgument("import smdebug takes one profiler-output directory");
+  }
+  importers::smdebug::SmdebugImportOptions o;
+  o.dir = options.sources[0];
+  o.out = options.out;
+  o.name = options.name;
+  TP_ASSIGN_OR_RETURN(auto r, importers::smdebug::ImportSmdebug(o));
+  nlohmann::json j = {{"run", options.out},
+                      {"nodes", r.nodes},
+                      {"system_files", r.system_files},
+                      {"system_samples", r.system_samples},
+                      {"samples_by_type", r.samples_by_type},
+                      {"framework_files", r.framework_files},
+                      {"framework_events", r.framework_events},
+                      {"steps", r.steps},
+                      {"tf_trace_files", r.tf_trace_files},
+                      {"tf_events", r.tf_events},
+                      {"python_stats_files", r.python_stats_files},
+                      {"parse_errors", r.parse_errors},
+                      {"skipped", r.skipped}};
+  if (options.json) {
+    out << j.dump(2) << "\n";
+    return OkStatus();
+  }
+  out << "imported into " << options.out << ": " << r.system_samples << " system samples from "
+      << r.system_files << " files, " << r.framework_events << " framework events from "
+      << r.framework_files << " files (" << r.steps << " steps), " << r.tf_events
+      << " TF profiler events, " << r.python_stats_files << " cProfile dumps; nodes:";
+  for (const auto& n : r.nodes) out << " " << n;
+  out << "\n";
+  if (r.parse_errors > 0) out << "skipped " << r.parse_errors << " unreadable lines\n";
+  for (const auto& s : r.skipped) out << "skipped " << s << "\n";
+  return OkStatus();
+}
+
+Status RunImportHorovod(const ImportOptions& options, std::ostream& out) {
+  importers::horovod::HorovodImportOptions o;
+  o.timelines = options.sources;
+  o.out = options.out;
+  o.name = options.name;
+  if (options.base_time_us >= 0) o.base_time_ns = options.base_time_us * 1000;
+  TP_ASSIGN_OR_RETURN(auto r, importers::horovod::ImportHorovod(o));
+  if (options.json) {
+    nlohmann::json j = {
+        {"run", options.out}, {"spans", r.spans}, {"instants", r.instants}, {"nodes", r.nodes}};
+    out << j.dump(2) << "\n";
+    return OkStatus();
+  }
+  out << "imported " << r.spans << " spans and " << r.instants << " instants into " << options.out
+      << "\n";
+  return OkStatus();
+}
+
+void AddImportCommand(CLI::App& app, CommandAction* action) {
+  auto* import = app.add_subcommand("import",
+                                    "Import SageMaker Debugger, Kineto or Horovod data "
+                                    "into a run");
+  import->require_subcommand(1);
+  auto opts = std::make_shared<ImportOptions>();
+  auto add_common = [opts](CLI::App* sub, const char* what) {
+    sub->add_option("sources", opts->sources, what)->required();
+    sub->add_option("--out", opts->out, "Run directory to create")->required();
+    sub->add_option("--name", opts->name, "Run name (default: the directory's name)");
+    sub->add_flag("--json", opts->json, "Print the import summary as JSON");
+  };
+  auto* kineto = import->add_subcommand(
+      "kineto", "PyTorch profiler / Kineto traces (.json, .json.gz), one file per rank");
+  add_common(kineto, "Trace files");
+  kineto->callback(
+      [opts, action] { action->run = [opts] { return RunImportKineto(*opts, std::cout); }; });
+  auto* smdebug = import->add_subcommand(
+      "smdebug", "A SageMaker Debugger profiler-output folder (system, framework, TF, cProfile)");
+  add_common(smdebug, "The profiler-output directory");
+  auto* horovod = import->add_subcommand("horovod", "Horovod timelines (HOROVOD_TIMELINE files)");
+  add_common(horovod, "Timeline files");
+  horovod->add_option("--base-time-us", opts->base_time_us,
+                      "Wall-clock time (µs since the epoch) of the timeline's ts 0");
+  horovod->callback(
+      [opts, action] { action->run = [opts] { return RunImportHorovod(*opts, std::cout); }; });
+  smdebug->callback(
+      [opts, action] { action->run = [opts] { return RunImportSmdebug(*opts, std::cout); }; });
+}
+
+}  // namespace trainprof::cli

@@ -1,0 +1,53 @@
+#pragma once
+// Reads a file as a stream of bytes in chunks, transparently inflating gzip (detected by its
+// magic bytes, not the file name). Importers parse from these chunks so that a trace of any
+// size is never held whole in memory.
+// Threads: one ByteSource per thread.
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace trainprof::importers {
+
+class ByteSource {
+ public:
+  // Opens `path`; NotFound when it does not exist.
+  static StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& path);
+  ~ByteSource();
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  // Reads up to `capacity` bytes into `out`; returns the count, 0 at the end. A truncated or
+  // corrupt gzip stream is a DataLoss error naming the file.
+  StatusOr<size_t> Read(char* out, size_t capacity);
+
+  bool gzip() const { return gzip_; }
+  const std::string& path() const { return path_; }
+  // Bytes read from the file so far (compressed bytes for gzip).
+  int64_t file_bytes_read() const { return file_bytes_read_; }
+
+ private:
+  ByteSource(std::string path, FILE* f) : path_(std::move(path)), file_(f) {}
+  StatusOr<size_t> ReadRaw(char* out, size_t capacity);
+
+  std::string path_;
+  FILE* file_ = nullptr;
+  bool gzip_ = false;
+  bool stream_end_ = false;
+  bool z_initialized_ = false;
+  z_stream z_{};
+  std::vector<unsigned char> in_;
+  int64_t file_bytes_read_ = 0;
+};
+
+// Reads the whole (decompressed) content; for small files such as config and metadata.
+StatusOr<std::string> ReadAllDecompressed(const std::string& path);
+
+}  // namespace trainprof::importers

@@ -1,0 +1,17 @@
+#pragma once
+// Data-quality counters the importers add to a node's store (beside model/data_quality.h's
+// parse_errors). Each names what was skipped or repaired, so nothing is dropped silently.
+
+namespace trainprof::importers::dq {
+
+inline constexpr const char* kEventsWithoutTimestamp = "import_events_without_timestamp";
+inline constexpr const char* kEventsWithoutDuration = "import_events_without_duration";
+inline constexpr const char* kAbsurdDurations = "import_absurd_durations";  // < 0 or > 30 days
+inline constexpr const char* kInvalidEvents = "import_invalid_events";      // not an object...
+inline constexpr const char* kUnknownPhases = "import_unknown_phases";      // ph not understood
+inline constexpr const char* kUnmatchedBegins = "import_unmatched_begin_events";
+inline constexpr const char* kUnmatchedEnds = "import_unmatched_end_events";
+inline constexpr const char* kTruncatedFiles = "import_truncated_files";
+inline constexpr const char* kRelativeTimestamps = "import_relative_timestamps";  // no base
+
+}  // namespace trainprof::importers::dq

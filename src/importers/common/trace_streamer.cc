@@ -1,0 +1,254 @@
+#include "importers/common/trace_streamer.h"
+
+#include <cstring>
+
+#include "importers/common/json_text.h"
+
+namespace trainprof::importers {
+namespace {
+
+// A sliding window over the decompressed text. Positions are offsets into buf_; Refill keeps
+// the bytes from `keep_from` on and appends new ones, so spans before keep_from go stale.
+class Window {
+ public:
+  Window(ByteSource& src, size_t initial) : src_(src) { buf_.resize(initial); }
+
+  const char* data() const { return buf_.data(); }
+  size_t size() const { return len_; }
+  bool eof() const { return eof_; }
+  int64_t base_offset() const { return base_; }
+
+  // Drops bytes before `keep_from` (returns the shift applied to positions) and reads more.
+  StatusOr<size_t> Refill(size_t keep_from) {
+    if (keep_from > 0) {
+      std::memmove(buf_.data(), buf_.data() + keep_from, len_ - keep_from);
+      len_ -= keep_from;
+      base_ += static_cast<int64_t>(keep_from);
+    }
+    if (len_ == buf_.size()) buf_.resize(buf_.size() * 2);  // one element bigger than the window
+    TP_ASSIGN_OR_RETURN(size_t n, src_.Read(buf_.data() + len_, buf_.size() - len_));
+    if (n == 0) eof_ = true;
+    len_ += n;
+    total_ += static_cast<int64_t>(n);
+    return keep_from;
+  }
+  int64_t total() const { return total_; }
+
+ private:
+  ByteSource& src_;
+  std::vector<char> buf_;
+  size_t len_ = 0;
+  int64_t base_ = 0;
+  int64_t total_ = 0;
+  bool eof_ = false;
+};
+
+class Streamer {
+ public:
+  Streamer(ByteSource& src, TraceSink& sink, const StreamOptions& options)
+      : w_(src, options.initial_buffer_bytes), src_(src), sink_(sink), options_(options) {}
+
+  StatusOr<StreamResult> Run() {
+    TP_RETURN_IF_ERROR(SkipWsRefill());
+    if (pos_ >= w_.size()) return DataLoss(src_.path() + ": empty file (no JSON)");
+    char c = w_.data()[pos_];
+    // A UTF-8 byte order mark is tolerated.
+    if (static_cast<unsigned char>(c) == 0xEF && w_.size() - pos_ >= 3) {
+      pos_ += 3;
+      TP_RETURN_IF_ERROR(SkipWsRefill());
+      c = pos_ < w_.size() ? w_.data()[pos_] : '\0';
+    }
+    if (c == '[') {
+      ++pos_;
+      TP_RETURN_IF_ERROR(Elements(/*top_level_array=*/true));
+    } else if (c == '{') {
+      ++pos_;
+      TP_RETURN_IF_ERROR(Members());
+    } else {
+      return DataLoss(Where() + "not a JSON trace: expected '{' or '[' but found " + Show(c));
+    }
+    result_.bytes = w_.total();
+    return result_;
+  }
+
+ private:
+  std::string Where() const {
+    return src_.path() + ": at byte " +
+           std::to_string(w_.base_offset() + static_cast<int64_t>(pos_)) + ": ";
+  }
+  static std::string Show(char c) {
+    if (c == '\0') return "end of file";
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "byte 0x%02x", static_cast<unsigned char>(c));
+      return buf;
+    }
+    return std::string("'") + c + "'";
+  }
+
+  Status Refill() {
+    TP_ASSIGN_OR_RETURN(size_t shift, w_.Refill(pos_));
+    pos_ -= shift;
+    return OkStatus();
+  }
+
+  // Skips whitespace; on return pos_ < size() unless at the end of the input.
+  Status SkipWsRefill() {
+    while (true) {
+      const char* p = json::SkipWs(w_.data() + pos_, w_.data() + w_.size());
+      pos_ = static_cast<size_t>(p - w_.data());
+      if (pos_ < w_.size() || w_.eof()) return OkStatus();
+      TP_RETURN_IF_ERROR(Refill());
+    }
+  }
+
+  // Scans one value starting at pos_; on success [start, end) is valid until the next Refill.
+  Status Value(size_t* start, size_t* end, bool* incomplete_at_eof) {
+    *incomplete_at_eof = false;
+    while (true) {
+      const char* ve = nullptr;
+      json::ScanResult r =
+          json::FindValueEnd(w_.data() + pos_, w_.data() + w_.size(), w_.eof(), &ve);
+      if (r == json::ScanResult::kOk) {
+        *start = pos_;
+        *end = static_cast<size_t>(ve - w_.data());
+        pos_ = *end;
+        return OkStatus();
+      }
+      if (r == json::ScanResult::kIncomplete) {
+        TP_RETURN_IF_ERROR(Refill());
+        continue;
+      }
+      if (w_.eof() && pos_ < w_.size()) {
+        // Distinguish "cut off" from "garbage": a value that starts well but never ends.
+        char c = w_.data()[pos_];
+        if (c == '{' || c == '[' || c == '"') {
+          *incomplete_at_eof = true;
+          return OkStatus();
+        }
+      }
+      return DataLoss(Where() + "invalid JSON value starting with " +
+                      Show(pos_ < w_.size() ? w_.data()[pos_] : '\0'));
+    }
+  }
+
+  Status Members() {
+    bool first = true;
+    while (true) {
+      TP_RETURN_IF_ERROR(SkipWsRefill());
+      if (pos_ >= w_.size()) {
+        return DataLoss(src_.path() + ": JSON ends before the closing '}' (truncated file?)");
+      }
+      char c = w_.data()[pos_];
+      if (c == '}') {
+        ++pos_;
+        return OkStatus();
+      }
+      if (!first) {
+        if (c != ',') return DataLoss(Where() + "expected ',' or '}' but found " + Show(c));
+        ++pos_;
+        TP_RETURN_IF_ERROR(SkipWsRefill());
+        c = pos_ < w_.size() ? w_.data()[pos_] : '\0';
+      }
+      first = false;
+      if (c != '"') return DataLoss(Where() + "expected a member name but found " + Show(c));
+      size_t ks, ke;
+      bool cut;
+      TP_RETURN_IF_ERROR(Value(&ks, &ke, &cut));
+      if (cut) return DataLoss(src_.path() + ": JSON ends inside a member name (truncated?)");
+      std::string key;
+      if (!json::DecodeString(std::string_view(w_.data() + ks, ke - ks), &key)) {
+        return DataLoss(Where() + "invalid member name");
+      }
+      TP_RETURN_IF_ERROR(SkipWsRefill());
+      if (pos_ >= w_.size() || w_.data()[pos_] != ':') {
+        return DataLoss(Where() + "expected ':' after \"" + key + "\"");
+      }
+      ++pos_;
+      TP_RETURN_IF_ERROR(SkipWsRefill());
+      if (key == "traceEvents") {
+        if (pos_ >= w_.size() || w_.data()[pos_] != '[') {
+          return DataLoss(Where() + "\"traceEvents\" is not an array");
+        }
+        ++pos_;
+        result_.saw_trace_events = true;
+        TP_RETURN_IF_ERROR(Elements(/*top_level_array=*/false));
+        if (result_.truncated_element || result_.unterminated) {
+          return DataLoss(src_.path() + ": JSON ends inside \"traceEvents\" after " +
+                          std::to_string(result_.events) + " events (truncated file?)");
+        }
+        continue;
+      }
+      size_t vs, ve;
+      TP_RETURN_IF_ERROR(Value(&vs, &ve, &cut));
+      if (cut) {
+        return DataLoss(src_.path() + ": JSON ends inside member \"" + key + "\" (truncated?)");
+      }
+      TP_RETURN_IF_ERROR(sink_.OnTopLevel(key, std::string_view(w_.data() + vs, ve - vs)));
+    }
+  }
+
+  Status Elements(bool top_level_array) {
+    bool first = true;
+    while (true) {
+      TP_RETURN_IF_ERROR(SkipWsRefill());
+      if (pos_ >= w_.size()) {
+        if (top_level_array && options_.allow_unterminated_array) {
+          result_.unterminated = true;
+          return OkStatus();
+        }
+        if (!top_level_array) {
+          result_.unterminated = true;
+          return OkStatus();
+        }
+        return DataLoss(src_.path() + ": JSON ends before the closing ']' after " +
+                        std::to_string(result_.events) + " events (truncated file?)");
+      }
+      char c = w_.data()[pos_];
+      if (c == ']') {
+        ++pos_;
+        return OkStatus();
+      }
+      if (!first) {
+        if (c != ',') return DataLoss(Where() + "expected ',' or ']' but found " + Show(c));
+        ++pos_;
+        TP_RETURN_IF_ERROR(SkipWsRefill());
+        if (pos_ >= w_.size()) continue;  // "[a, b," then EOF: unterminated
+        if (w_.data()[pos_] == ']') {     // tolerate a trailing comma
+          ++pos_;
+          return OkStatus();
+        }
+      }
+      first = false;
+      size_t s, e;
+      bool cut;
+      TP_RETURN_IF_ERROR(Value(&s, &e, &cut));
+      if (cut) {
+        result_.truncated_element = true;
+        if (top_level_array && options_.allow_unterminated_array) return OkStatus();
+        if (!top_level_array) return OkStatus();
+        return DataLoss(src_.path() + ": JSON ends inside an event after " +
+                        std::to_string(result_.events) + " events (truncated file?)");
+      }
+      ++result_.events;
+      TP_RETURN_IF_ERROR(sink_.OnEvent(std::string_view(w_.data() + s, e - s)));
+    }
+  }
+
+  Window w_;
+  size_t pos_ = 0;
+  ByteSource& src_;
+  TraceSink& sink_;
+  StreamOptions options_;
+  StreamResult result_;
+};
+
+}  // namespace
+
+StatusOr<StreamResult> StreamTrace(ByteSource& source, TraceSink& sink,
+                                   const StreamOptions& options) {
+  Streamer s(source, sink, options);
+  return s.Run();
+}
+
+}  // namespace trainprof::importers

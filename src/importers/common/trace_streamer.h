@@ -1,0 +1,50 @@
+#pragma once
+// Streams a Chrome-trace-shaped JSON file ({"traceEvents": [...], ...} or a bare [...] array)
+// element by element from a ByteSource, holding only a window of the text: each event object
+// is handed to the sink as a complete text span, each other top-level member as (key, value
+// text). A 1 GB trace never becomes one DOM.
+// Threads: one streamer per thread; the sink is called on the caller's thread.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "importers/common/byte_source.h"
+
+namespace trainprof::importers {
+
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  // One element of the events array (normally an object). A non-ok status stops the stream.
+  virtual Status OnEvent(std::string_view event_text) = 0;
+  // A top-level member other than "traceEvents" (only for the object form).
+  virtual Status OnTopLevel(std::string_view key, std::string_view value_text) {
+    (void)key;
+    (void)value_text;
+    return OkStatus();
+  }
+};
+
+struct StreamOptions {
+  // Horovod writes "[" and then events each followed by ",\n", closing the array only at
+  // shutdown: accept a file that ends after a complete element.
+  bool allow_unterminated_array = false;
+  size_t initial_buffer_bytes = 1 << 20;
+};
+
+struct StreamResult {
+  int64_t events = 0;              // elements handed to OnEvent
+  int64_t bytes = 0;               // decompressed bytes scanned
+  bool unterminated = false;       // the array was not closed (allowed by the options)
+  bool truncated_element = false;  // the text ended inside an element (also allowed then)
+  bool saw_trace_events = false;   // object form: a "traceEvents" member was present
+};
+
+// Streams `source` into `sink`. Errors name the file and the byte offset.
+StatusOr<StreamResult> StreamTrace(ByteSource& source, TraceSink& sink,
+                                   const StreamOptions& options = {});
+
+}  // namespace trainprof::importers

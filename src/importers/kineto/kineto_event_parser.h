@@ -1,0 +1,43 @@
+#pragma once
+// The tokenizer half of the Kineto importer: one traceEvents element (a JSON object as text)
+// into its raw fields, without allocating. Meaning (categories, ranks, steps) is the
+// importer's job (kineto_importer.cc).
+// Threads: pure functions.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "model/event.h"
+
+namespace trainprof::importers::kineto {
+
+// Raw members of one trace event. Views point into the event text (or `scratch` for names with
+// escapes) and are valid while both live.
+struct RawEvent {
+  char ph = 0;
+  std::string_view name, cat, args, s, bp;
+  std::string_view pid, tid, ts, dur, id;
+  bool has_name = false;
+};
+
+// False when the text is not an object or a member is malformed.
+bool ParseRawEvent(std::string_view text, RawEvent* out, std::string* name_scratch);
+
+// pid / tid as Kineto writes them: a number, a numeric string, "stream 7" (older GPU rows) or
+// a label ("Traces", "") which has no number: model::kMissing.
+int64_t ParseTrackId(std::string_view text);
+
+// Categories of every format generation mapped to today's Kineto names: Operator -> cpu_op,
+// Runtime -> cuda_runtime, Kernel -> kernel, Memcpy -> gpu_memcpy, Memset -> gpu_memset,
+// Python -> python_function; others unchanged.
+std::string_view NormalizeCategory(std::string_view cat);
+
+// Flow categories linking a CPU launch to its GPU activity: ac2g (2022+), async
+// (2021, name "launch"), async_cpu_to_gpu / async_gpu (2022).
+bool IsLaunchFlowCategory(std::string_view cat);
+
+// "ProfilerStep#12" -> 12; false for other names.
+bool ParseProfilerStep(std::string_view name, int64_t* step);
+
+}  // namespace trainprof::importers::kineto

@@ -1,0 +1,540 @@
+#include "importers/kineto/kineto_importer.h"
+
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "importers/common/byte_source.h"
+#include "importers/common/import_counters.h"
+#include "importers/common/json_text.h"
+#include "importers/common/run_builder.h"
+#include "importers/common/trace_streamer.h"
+#include "importers/kineto/kineto_event_parser.h"
+#include "model/data_quality.h"
+#include "store/run_directory.h"
+
+namespace trainprof::importers::kineto {
+namespace {
+
+// Timestamps below this (1973 as epoch ns) are offsets that need baseTimeNanoseconds.
+constexpr int64_t kAbsoluteThresholdNs = 100'000'000'000'000'000;
+constexpr int64_t kMaxDurationNs = 30LL * 24 * 3600 * 1'000'000'000;
+constexpr size_t kTailBytes = 1 << 16;
+
+// Finds `"baseTimeNanoseconds": N` in the last bytes of the (decompressed) file: recent Kineto
+// writes it after the events, and we need it before storing them.
+StatusOr<int64_t> FindBaseTimeInTail(const std::string& path, bool gzip, bool* found) {
+  *found = false;
+  std::string tail;
+  if (!gzip) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return Unavailable(path + ": cannot reopen to read its end");
+    std::fseek(f, 0, SEEK_END);
+    long size = std::ftell(f);
+    long from = size > static_cast<long>(kTailBytes) ? size - static_cast<long>(kTailBytes) : 0;
+    std::fseek(f, from, SEEK_SET);
+    tail.resize(static_cast<size_t>(size - from));
+    size_t n = std::fread(tail.data(), 1, tail.size(), f);
+    tail.resize(n);
+    std::fclose(f);
+  } else {
+    // gzip has no random access: inflate once more, keeping only the last window.
+    TP_ASSIGN_OR_RETURN(auto src, ByteSource::Open(path));
+    std::vector<char> buf(1 << 20);
+    while (true) {
+      TP_ASSIGN_OR_RETURN(size_t n, src->Read(buf.data(), buf.size()));
+      if (n == 0) break;
+      tail.append(buf.data(), n);
+      if (tail.size() > 2 * kTailBytes) tail.erase(0, tail.size() - kTailBytes);
+    }
+  }
+  size_t k = tail.rfind("\"baseTimeNanoseconds\"");
+  if (k == std::string::npos) return int64_t{0};
+  const char* p = tail.data() + k + std::strlen("\"baseTimeNanoseconds\"");
+  const char* end = tail.data() + tail.size();
+  p = json::SkipWs(p, end);
+  if (p >= end || *p != ':') return int64_t{0};
+  p = json::SkipWs(p + 1, end);
+  const char* q = p;
+  while (q < end && ((*q >= '0' && *q <= '9') || *q == '-')) ++q;
+  int64_t v;
+  if (!json::ParseInt64(std::string_view(p, static_cast<size_t>(q - p)), &v)) return int64_t{0};
+  *found = true;
+  return v;
+}
+
+std::string SnakeCase(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+      out.push_back(c);
+    } else if (c >= 'A' && c <= 'Z') {
+      out.push_back(static_cast<char>(c - 'A' + 'a'));
+    } else if (!out.empty() && out.back() != '_') {
+      out.push_back('_');
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
+}
+
+struct RunState {
+  RunBuilder* builder = nullptr;
+  std::map<int64_t, std::string> rank_files;  // rank -> the file that brought it
+  int64_t flush_events = 1 << 18;
+};
+
+// Parses one trace file into the run. The TraceSink half receives elements from the streamer.
+class FileImporter : public TraceSink {
+ public:
+  FileImporter(RunState& run, std::string path, bool gzip)
+      : run_(run), path_(std::move(path)), gzip_(gzip) {
+    summary_.path = path_;
+  }
+
+  Status OnTopLevel(std::string_view key, std::string_view value) override {
+    if (key == "distributedInfo") {
+      json::ObjectReader r(value);
+      std::string_view k, v;
+      while (r.Next(&k, &v)) {
+        int64_t n;
+        if (k == "rank" && json::ParseLooseInt64(v, &n)) rank_ = n;
+        if (k == "world_size" && json::ParseLooseInt64(v, &n)) summary_.world_size = n;
+        if (k == "backend") meta_["kineto.distributed_backend"] = std::string(v);
+      }
+      if (started_) late_header_ = true;
+    } else if (key == "deviceProperties" || key == "computeProperties") {
+      json::ArrayReader a(value);
+      std::string_view dev;
+      while (a.Next(&dev)) {
+        model::GpuInfo g;
+        json::ObjectReader r(dev);
+        std::string_view k, v;
+        int64_t n;
+        while (r.Next(&k, &v)) {
+          if (k == "id" && json::ParseLooseInt64(v, &n)) g.index = static_cast<int>(n);
+          if (k == "name") json::DecodeString(v, &g.name);
+          if (k == "totalGlobalMem" && json::ParseLooseInt64(v, &n)) g.memory_total_bytes = n;
+        }
+        node_.gpus.push_back(g);
+      }
+      summary_.gpus = static_cast<int64_t>(node_.gpus.size());
+    } else if (key == "baseTimeNanoseconds") {
+      int64_t n;
+      if (json::ParseLooseInt64(value, &n)) {
+        if (base_decided_ && base_ns_ != 0 && base_ns_ != n) late_header_ = true;
+        header_base_ns_ = n;
+      }
+    } else if (key == "host_name" || key == "hostname") {
+      json::DecodeString(value, &host_);
+    } else if (!value.empty() && value[0] != '{' && value[0] != '[' && value.size() < 256) {
+      std::string text;
+      if (value[0] == '"')
+        json::DecodeString(value, &text);
+      else
+        text = std::string(value);
+      meta_["kineto." + std::string(key)] = text;
+    }
+    return OkStatus();
+  }
+
+  Status OnEvent(std::string_view text) override {
+    ++summary_.elements;
+    RawEvent e;
+    if (!ParseRawEvent(text, &e, &scratch_)) {
+      Problem(dq::kInvalidEvents);
+      return OkStatus();
+    }
+    if (!started_) TP_RETURN_IF_ERROR(Start());
+    switch (e.ph) {
+      case 'X':
+        return Complete(e);
+      case 'i':
+      case 'I':
+      case 'R':
+        return Instant(e);
+      case 's':
+      case 'f':
+      case 't':
+        return Flow(e);
+      case 'C':
+        return Counter(e);
+      case 'M':
+        return Metadata(e);
+      case 'B':
+        return Begin(e);
+      case 'E':
+        return End(e);
+      default:
+        Problem(dq::kUnknownPhases);
+        return OkStatus();
+    }
+  }
+
+  Status Finish() {
+    // No events, or refused before any was stored (duplicated rank): nothing to flush.
+    if (writer_ == nullptr) return OkStatus();
+    for (auto& [track, stack] : open_) {
+      if (!stack.empty()) Problem(dq::kUnmatchedBegins, static_cast<int64_t>(stack.size()));
+    }
+    for (const auto& [k, v] : meta_) writer_->SetMeta(k, v);
+    if (late_header_) {
+      writer_->Annotate(summary_.start_ns, "import_warning",
+                        path_ + ": distributedInfo or baseTimeNanoseconds came after events");
+    }
+    for (const auto& [name, n] : summary_.problems) writer_->AddCounter(name, n);
+    if (summary_.events_stored > 0) run_.builder->NoteTime(summary_.start_ns, summary_.end_ns);
+    return writer_->Flush().WithContext(path_);
+  }
+
+  KinetoFileSummary& summary() { return summary_; }
+  bool started() const { return started_; }
+
+ private:
+  Status Start() {
+    started_ = true;
+    summary_.rank = rank_;
+    if (rank_ != model::kMissing) {
+      auto [it, inserted] = run_.rank_files.emplace(rank_, path_);
+      if (!inserted) {
+        return InvalidArgument(path_ + ": rank " + std::to_string(rank_) +
+                               " (distributedInfo) was already imported from " + it->second +
+                               "; one trace per rank");
+      }
+    }
+    if (!host_.empty()) {
+      node_.node = host_;
+      node_.hostname = host_;
+    } else if (rank_ != model::kMissing) {
+      node_.node = "rank-" + std::to_string(rank_);
+    } else {
+      node_.node = FileStem(path_);
+    }
+    node_.node = store::SanitizeNodeName(node_.node);
+    summary_.node = node_.node;
+    TP_ASSIGN_OR_RETURN(writer_, run_.builder->Node(node_));
+    return OkStatus();
+  }
+
+  void Problem(const char* name, int64_t n = 1) { summary_.problems[name] += n; }
+
+  // Decides, at the first timestamp, whether timestamps are offsets from baseTimeNanoseconds.
+  Status DecideBase(int64_t first_ts_ns) {
+    base_decided_ = true;
+    if (first_ts_ns >= kAbsoluteThresholdNs) {
+      base_ns_ = 0;  // absolute already (integer-us generation)
+      return OkStatus();
+    }
+    if (header_base_ns_) {
+      base_ns_ = *header_base_ns_;
+      return OkStatus();
+    }
+    bool found = false;
+    TP_ASSIGN_OR_RETURN(base_ns_, FindBaseTimeInTail(path_, gzip_, &found));
+    if (!found) Problem(dq::kRelativeTimestamps);
+    return OkStatus();
+  }
+
+  // Parses ts into epoch ns; false (counted) when missing or malformed.
+  bool Timestamp(const RawEvent& e, int64_t* ns, Status* status) {
+    int64_t t;
+    if (e.ts.empty() || !json::ParseMicrosToNs(e.ts, &t)) {
+      Problem(dq::kEventsWithoutTimestamp);
+      return false;
+    }
+    if (summary_.timestamp_format.empty()) {
+      summary_.timestamp_format =
+          e.ts.find_first_of(".eE") == std::string_view::npos ? "integer_us" : "decimal_us";
+    }
+    if (!base_decided_) {
+      *status = DecideBase(t);
+      if (!status->ok()) return false;
+    }
+    summary_.base_time_ns = base_ns_;
+    *ns = t + base_ns_;
+    return true;
+  }
+
+  void Fill(const RawEvent& e, model::Event* ev) {
+    ev->name.assign(e.name.data(), e.name.size());
+    ev->category.assign(NormalizeCategory(e.cat));
+    ev->pid = ParseTrackId(e.pid);
+    ev->tid = ParseTrackId(e.tid);
+    ev->rank = rank_;
+    if (!e.args.empty() && e.args != "{}") {
+      ev->args.reserve(e.args.size());
+      json::AppendMinified(e.args, &ev->args);
+    }
+  }
+
+  Status Store(model::Event ev) {
+    int64_t end = ev.end_ns();
+    if (summary_.events_stored == 0) {
+      summary_.start_ns = ev.start_ns;
+      summary_.end_ns = end;
+    } else {
+      if (ev.start_ns < summary_.start_ns) summary_.start_ns = ev.start_ns;
+      if (end > summary_.end_ns) summary_.end_ns = end;
+    }
+    ++summary_.events_stored;
+    ++summary_.categories[ev.category];
+    writer_->AppendEvent(std::move(ev));
+    if (++pending_ >= run_.flush_events) {
+      pending_ = 0;
+      TP_RETURN_IF_ERROR(writer_->Flush().WithContext(path_));
+    }
+    return OkStatus();
+  }
+
+  Status Complete(const RawEvent& e) {
+    Status st;
+    int64_t start;
+    if (!Timestamp(e, &start, &st)) return st;
+    int64_t dur;
+    if (e.dur.empty() || !json::ParseMicrosToNs(e.dur, &dur)) {
+      Problem(dq::kEventsWithoutDuration);
+      return OkStatus();
+    }
+    if (dur < 0 || dur > kMaxDurationNs) {
+      Problem(dq::kAbsurdDurations);
+      return OkStatus();
+    }
+    model::Event ev;
+    ev.kind = model::EventKind::kSpan;
+    ev.start_ns = start;
+    ev.duration_ns = dur;
+    Fill(e, &ev);
+    int64_t step;
+    bool cpu_side = ev.category == "user_annotation" || ev.category == "cpu_op";
+    if (cpu_side && ParseProfilerStep(e.name, &step)) {
+      ++summary_.steps;
+      model::Event s;
+      s.kind = model::EventKind::kSpan;
+      s.start_ns = start;
+      s.duration_ns = dur;
+      s.name = model::kCategoryStep;
+      s.category = model::kCategoryStep;
+      s.mode = "global";
+      s.step = step;
+      s.pid = ev.pid;
+      s.tid = ev.tid;
+      s.rank = rank_;
+      ev.step = step;
+      TP_RETURN_IF_ERROR(Store(std::move(s)));
+    }
+    return Store(std::move(ev));
+  }
+
+  Status Instant(const RawEvent& e) {
+    Status st;
+    int64_t ts;
+    if (!Timestamp(e, &ts, &st)) return st;
+    model::Event ev;
+    ev.kind = model::EventKind::kInstant;
+    ev.start_ns = ts;
+    Fill(e, &ev);
+    if (e.name == "[memory]" && !e.args.empty()) MemorySample(ts, e.args);
+    return Store(std::move(ev));
+  }
+
+  void MemorySample(int64_t ts, std::string_view args) {
+    json::ObjectReader r(args);
+    std::string_view k, v;
+    int64_t type = model::kMissing, id = model::kMissing, allocated = model::kMissing,
+            reserved = model::kMissing, n;
+    while (r.Next(&k, &v)) {
+      if (!json::ParseLooseInt64(v, &n)) continue;
+      if (k == "Device Type")
+        type = n;
+      else if (k == "Device Id")
+        id = n;
+      else if (k == "Total Allocated")
+        allocated = n;
+      else if (k == "Total Reserved")
+        reserved = n;
+    }
+    std::string device;
+    if (type == 0)
+      device = "cpu";
+    else if (type == 1 && id != model::kMissing)
+      device = "gpu" + std::to_string(id);
+    else if (type != model::kMissing) {
+      device =
+          "device" + std::to_string(type) + ":" + (id == model::kMissing ? "" : std::to_string(id));
+    } else {
+      return;
+    }
+    if (allocated != model::kMissing) {
+      writer_->Append(writer_->Series("torch_memory_allocated_bytes", device), ts,
+                      static_cast<double>(allocated));
+      ++summary_.metric_samples;
+    }
+    if (reserved != model::kMissing) {
+      writer_->Append(writer_->Series("torch_memory_reserved_bytes", device), ts,
+                      static_cast<double>(reserved));
+      ++summary_.metric_samples;
+    }
+  }
+
+  Status Flow(const RawEvent& e) {
+    Status st;
+    int64_t ts;
+    if (!Timestamp(e, &ts, &st)) return st;
+    model::Event ev;
+    ev.kind = model::EventKind::kInstant;
+    ev.start_ns = ts;
+    ev.name.assign(e.name.empty() ? e.cat : e.name);
+    ev.category.assign(e.cat);
+    ev.pid = ParseTrackId(e.pid);
+    ev.tid = ParseTrackId(e.tid);
+    ev.rank = rank_;
+    int64_t id = model::kMissing;
+    json::ParseLooseInt64(e.id, &id);
+    ev.args = "{\"flow_phase\":\"";
+    ev.args.push_back(e.ph);
+    ev.args += "\"";
+    if (id != model::kMissing) ev.args += ",\"flow_id\":" + std::to_string(id);
+    if (!e.bp.empty()) ev.args += ",\"bp\":\"" + std::string(e.bp) + "\"";
+    ev.args += "}";
+    ++summary_.flows;
+    return Store(std::move(ev));
+  }
+
+  Status Counter(const RawEvent& e) {
+    Status st;
+    int64_t ts;
+    if (!Timestamp(e, &ts, &st)) return st;
+    std::string metric = "kineto_" + SnakeCase(e.name);
+    json::ObjectReader r(e.args);
+    std::string_view k, v;
+    double d;
+    while (r.Next(&k, &v)) {
+      if (!json::ParseDouble(v, &d)) continue;
+      writer_->Append(writer_->Series(metric, std::string(k)), ts, d);
+      ++summary_.metric_samples;
+    }
+    return OkStatus();
+  }
+
+  Status Metadata(const RawEvent& e) {
+    ++summary_.metadata_events;
+    if (e.name != "process_name" && e.name != "thread_name") return OkStatus();
+    json::ObjectReader r(e.args);
+    std::string_view k, v;
+    while (r.Next(&k, &v)) {
+      if (k != "name") continue;
+      std::string label;
+      json::DecodeString(v, &label);
+      std::string key =
+          std::string("kineto.") + std::string(e.name) + "." + std::to_string(ParseTrackId(e.pid));
+      if (e.name == "thread_name") key += "." + std::to_string(ParseTrackId(e.tid));
+      meta_[key] = label;
+    }
+    return OkStatus();
+  }
+
+  // B/E pairs (rare in Kineto, common in other Chrome traces) become spans.
+  Status Begin(const RawEvent& e) {
+    Status st;
+    int64_t ts;
+    if (!Timestamp(e, &ts, &st)) return st;
+    model::Event ev;
+    ev.kind = model::EventKind::kSpan;
+    ev.start_ns = ts;
+    Fill(e, &ev);
+    open_[{ev.pid, ev.tid}].push_back(std::move(ev));
+    return OkStatus();
+  }
+
+  Status End(const RawEvent& e) {
+    Status st;
+    int64_t ts;
+    if (!Timestamp(e, &ts, &st)) return st;
+    auto it = open_.find({ParseTrackId(e.pid), ParseTrackId(e.tid)});
+    if (it == open_.end() || it->second.empty()) {
+      Problem(dq::kUnmatchedEnds);
+      return OkStatus();
+    }
+    model::Event ev = std::move(it->second.back());
+    it->second.pop_back();
+    ev.duration_ns = ts - ev.start_ns;
+    if (ev.duration_ns < 0 || ev.duration_ns > kMaxDurationNs) {
+      Problem(dq::kAbsurdDurations);
+      return OkStatus();
+    }
+    return Store(std::move(ev));
+  }
+
+  RunState& run_;
+  std::string path_;
+  bool gzip_;
+  KinetoFileSummary summary_;
+  model::NodeInfo node_;
+  std::string host_;
+  std::map<std::string, std::string> meta_;
+  int64_t rank_ = model::kMissing;
+  int64_t base_ns_ = 0;
+  bool base_decided_ = false;
+  std::optional<int64_t> header_base_ns_;
+  bool started_ = false;
+  bool late_header_ = false;
+  store::NodeStoreWriter* writer_ = nullptr;
+  int64_t pending_ = 0;
+  std::string scratch_;
+  std::map<std::pair<int64_t, int64_t>, std::vector<model::Event>> open_;
+};
+
+}  // namespace
+
+StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
+  if (options.traces.empty()) return InvalidArgument("import kineto needs at least one trace");
+  std::vector<std::string> command = {"trainprof", "import", "kineto"};
+  command.insert(command.end(), options.traces.begin(), options.traces.end());
+  TP_ASSIGN_OR_RETURN(auto builder,
+                      RunBuilder::Create(options.out, options.name, "import kineto", command));
+  RunState run;
+  run.builder = builder.get();
+  run.flush_events = std::max<int64_t>(1, options.flush_events);
+  KinetoImportResult result;
+  Status failure;
+  for (const std::string& path : options.traces) {
+    auto src = ByteSource::Open(path);
+    if (!src.ok()) {
+      failure = src.status();
+      break;
+    }
+    FileImporter file(run, path, (*src)->gzip());
+    auto streamed = StreamTrace(**src, file);
+    if (!streamed.ok()) {
+      failure = streamed.status();
+      (void)file.Finish();  // keep what was read, with its counters
+      break;
+    }
+    if (!streamed->saw_trace_events && streamed->events == 0) {
+      failure = DataLoss(path + ": not a Kineto trace (no \"traceEvents\" array)");
+      break;
+    }
+    if (!file.started() && file.summary().elements > 0) {
+      failure = DataLoss(path + ": not a Kineto trace: none of its " +
+                         std::to_string(file.summary().elements) +
+                         " elements is a trace event object with a \"ph\"");
+      break;
+    }
+    Status s = file.Finish();
+    if (!s.ok()) {
+      failure = s;
+      break;
+    }
+    result.events_stored += file.summary().events_stored;
+    result.files.push_back(std::move(file.summary()));
+  }
+  Status finish = builder->Finish();
+  result.nodes = builder->node_names();
+  if (!failure.ok()) return failure;
+  TP_RETURN_IF_ERROR(finish);
+  return result;
+}
+
+}  // namespace trainprof::importers::kineto

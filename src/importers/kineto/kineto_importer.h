@@ -1,0 +1,64 @@
+#pragma once
+// Imports PyTorch profiler / Kineto traces (.json or .json.gz, every format generation since
+// 2021) into a run directory. Each file is streamed (never parsed into one DOM): events go to
+// the store in batches, so memory stays bounded whatever the trace size.
+//
+// Mapping (docs/importers.md has the full table):
+// - rank: distributedInfo.rank (never guessed from the file name); missing when absent.
+// - node: the trace's host_name when present (ranks on one host share a node store), else
+//   "rank-<N>", else the file name without extensions.
+// - timestamps: parsed from their text into int64 ns; baseTimeNanoseconds (written after the
+//   events by recent Kineto) is added when the timestamps are relative.
+// - spans (ph X) keep their category in today's Kineto names (Kernel -> kernel...); a
+//   ProfilerStep#N also yields a "step" span (mode "global", step N); flows (ac2g, async...)
+//   are instants whose args carry flow_phase and flow_id (= the correlation id); counters
+//   (ph C) and [memory] instants become metric series; deviceProperties become the node's GPUs.
+// Threads: called on one thread.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/event.h"
+
+namespace trainprof::importers::kineto {
+
+struct KinetoImportOptions {
+  std::vector<std::string> traces;
+  std::string out;                 // run directory (created; must not hold a run already)
+  std::string name;                // run name; default: the run directory's base name
+  int64_t flush_events = 1 << 16;  // events buffered per store flush (bounds memory)
+};
+
+struct KinetoFileSummary {
+  std::string path;
+  std::string node;
+  int64_t rank = model::kMissing;
+  int64_t world_size = model::kMissing;
+  std::string timestamp_format;  // "integer_us", "decimal_us" or "" (no events)
+  int64_t base_time_ns = 0;      // added to relative timestamps
+  int64_t elements = 0;          // traceEvents elements read
+  int64_t events_stored = 0;     // spans and instants written (incl. derived step spans)
+  int64_t steps = 0;             // ProfilerStep#N spans
+  int64_t flows = 0;
+  int64_t metric_samples = 0;  // counter and memory samples
+  int64_t metadata_events = 0;
+  int64_t gpus = 0;  // deviceProperties entries
+  int64_t start_ns = 0, end_ns = 0;
+  std::map<std::string, int64_t> categories;  // stored events by category
+  std::map<std::string, int64_t> problems;    // data-quality counters added for this file
+};
+
+struct KinetoImportResult {
+  std::vector<KinetoFileSummary> files;
+  std::vector<std::string> nodes;
+  int64_t events_stored = 0;
+};
+
+// Fails on the first file that cannot be read (naming it and why); what was imported before
+// stays in the run directory.
+StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options);
+
+}  // namespace trainprof::importers::kineto

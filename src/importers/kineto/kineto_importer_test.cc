@@ -1,0 +1,254 @@
+#include "importers/kineto/kineto_importer.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "importers/common/import_counters.h"
+#include "importers/common/test_util.h"
+#include "store/run_reader.h"
+
+namespace trainprof::importers::kineto {
+namespace {
+
+using testing::SharedData;
+using testing::TempDir;
+
+const std::string kHta = "traces/HolisticTraceAnalysis/tests/data/";
+const std::string kTb = "traces/kineto/tb_plugin/";
+
+StatusOr<KinetoImportResult> Import(const std::vector<std::string>& rel, std::string* run) {
+  *run = TempDir() + "/run";
+  KinetoImportOptions o;
+  for (const auto& r : rel) o.traces.push_back(SharedData(r));
+  o.out = *run;
+  o.flush_events = 5000;  // several flushes per file: exercises the batching
+  return ImportKineto(o);
+}
+
+struct Golden {
+  std::string file;
+  int64_t events;
+  int64_t steps;
+  int64_t flows;
+  std::map<std::string, int64_t> categories;  // a subset, checked exactly
+  std::string timestamp_format;
+  int64_t rank;
+  std::string node;
+  // The first kernel in file order: its name prefix, start and duration (expected values
+  // computed independently with Python's Decimal from the JSON text).
+  std::string kernel_prefix;
+  int64_t kernel_start_ns;
+  int64_t kernel_duration_ns;
+};
+
+class KinetoGoldenTest : public ::testing::TestWithParam<Golden> {};
+
+TEST_P(KinetoGoldenTest, ImportsWithExactCountsAndTimestamps) {
+  const Golden& g = GetParam();
+  std::string run;
+  auto r = Import({g.file}, &run);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->files.size(), 1u);
+  const KinetoFileSummary& f = r->files[0];
+  EXPECT_EQ(f.events_stored, g.events);
+  EXPECT_EQ(f.steps, g.steps);
+  EXPECT_EQ(f.flows, g.flows);
+  EXPECT_EQ(f.timestamp_format, g.timestamp_format);
+  EXPECT_EQ(f.rank, g.rank);
+  EXPECT_EQ(f.node, g.node);
+  for (const auto& [cat, n] : g.categories) EXPECT_EQ(f.categories.at(cat), n) << cat;
+
+  auto reader = store::RunReader::Open(run);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  EXPECT_EQ((*reader)->metadata().source, "import kineto");
+  auto events = (*reader)->Events({});
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(static_cast<int64_t>(events->size()), g.events);
+  std::map<std::string, int64_t> cats;
+  bool found_kernel = false;
+  for (size_t i = 0; i < events->size(); ++i) {
+    const std::string& cat = events->categories.at(events->category[i]);
+    ++cats[cat];
+    EXPECT_EQ(events->rank[i], g.rank);
+    const std::string& name = events->names.at(events->name[i]);
+    if (cat == "kernel" && name.rfind(g.kernel_prefix, 0) == 0 &&
+        events->start_ns[i] == g.kernel_start_ns) {
+      EXPECT_EQ(events->duration_ns[i], g.kernel_duration_ns);
+      found_kernel = true;
+    }
+  }
+  EXPECT_TRUE(found_kernel) << "no kernel " << g.kernel_prefix << " at " << g.kernel_start_ns;
+  for (const auto& [cat, n] : g.categories) EXPECT_EQ(cats[cat], n) << cat;
+  auto steps = (*reader)->Steps();
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(static_cast<int64_t>(steps->size()), g.steps);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, KinetoGoldenTest,
+    ::testing::Values(
+        // 2024+: decimal µs relative to baseTimeNanoseconds, which comes after the events.
+        Golden{kHta + "triton_example/triton_example.json.gz",
+               14,
+               1,
+               3,
+               {{"kernel", 1}, {"cpu_op", 3}, {"ac2g", 3}, {"cuda_driver", 1}},
+               "decimal_us",
+               model::kMissing,
+               "triton_example",
+               "triton_poi_fused_add_cos_sin_0",
+               1730156791097444592,
+               1760},
+        // 2021 (tb_plugin sample): integer µs, old category names, "stream 7" tids.
+        Golden{kTb + "samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+               75704,
+               6,
+               18192,
+               {{"cpu_op", 23646},
+                {"kernel", 8772},
+                {"cuda_runtime", 11923},
+                {"gpu_memcpy", 12},
+                {"gpu_memset", 312},
+                {"async", 18192}},
+               "integer_us",
+               model::kMissing,
+               "worker0.1623143089861",
+               "cask_cudnn::computeOffsetsKernel",
+               1623142623531625000,
+               2000},
+        // NCCL trace with distributedInfo rank 0, decimal µs + base time.
+        Golden{kHta + "nccl_parser_config/nccl_data.json.gz",
+               40538,
+               3,
+               13600,
+               {{"kernel", 2700}, {"gpu_memcpy", 960}, {"ac2g", 12514}, {"fwdbwd", 1086}},
+               "decimal_us",
+               0,
+               "rank-0",
+               "void cudnn::bn_bw_1C11_kernel_new",
+               1716423322983543183,
+               41407},
+        // ns precision on absolute µs beyond 2^53 ns, and a host_name naming the node.
+        Golden{kHta + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+               68661,
+               5,
+               23234,
+               {{"kernel", 4350}, {"cuda_runtime", 15329}},
+               "decimal_us",
+               0,
+               "twshared39868.02.pnb3.facebook.com",
+               "void at::native::(anonymous namespace)::CatArrayBa",
+               1712195495505582988,
+               4928}));
+
+TEST(KinetoImporterTest, ManyRanksInOneRun) {
+  std::string run;
+  auto r = Import(
+      {kHta + "trace_filter/sampled_rank-0.json.gz", kHta + "trace_filter/sampled_rank-1.json.gz"},
+      &run);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->events_stored, 4813 + 4678);
+  EXPECT_EQ(r->nodes, (std::vector<std::string>{"rank-0", "rank-1"}));
+  auto reader = store::RunReader::Open(run);
+  ASSERT_TRUE(reader.ok());
+  store::EventQuery q;
+  q.ranks = {1};
+  auto events = (*reader)->Events(q);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 4678u);
+}
+
+TEST(KinetoImporterTest, DuplicatedRankIsRefused) {
+  std::string run;
+  auto r = Import(
+      {kHta + "trace_compare/base/base.json.gz", kHta + "trace_compare/test/test.json.gz"}, &run);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rank 1 (distributedInfo) was already imported"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(KinetoImporterTest, NonTracesAreRefusedWithAReason) {
+  std::string run;
+  auto r = Import({kHta + "execution_trace/benchmark_simple_add_et.json.gz"}, &run);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no \"traceEvents\""), std::string::npos);
+  r = Import({kHta + "memory_analysis/memory_timeline.raw.gz"}, &run);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("none of its 16845 elements"), std::string::npos);
+  r = Import({kTb + "test/result_check_file.txt"}, &run);
+  ASSERT_FALSE(r.ok());
+}
+
+TEST(KinetoImporterTest, RelativeTimestampsWithoutBaseAreCounted) {
+  std::string run;
+  auto r =
+      Import({kHta + "large_integer_trace/rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"}, &run);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->files[0].problems.at(dq::kRelativeTimestamps), 1);
+  auto reader = store::RunReader::Open(run);
+  ASSERT_TRUE(reader.ok());
+  auto counters = (*reader)->Counters();
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->at(dq::kRelativeTimestamps), 1);
+}
+
+TEST(KinetoImporterTest, MemoryEventsAndCountersBecomeMetrics) {
+  std::string run;
+  auto r = Import({kHta + "df_index_resolver/df_index_resolver.json.gz"}, &run);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->files[0].rank, 1);
+  EXPECT_EQ(r->files[0].gpus, 2);
+  auto reader = store::RunReader::Open(run);
+  ASSERT_TRUE(reader.ok());
+  store::MetricQuery q;
+  q.metrics = {"torch_memory_allocated_bytes"};
+  auto m = (*reader)->SystemMetrics(q);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(static_cast<int64_t>(m->size()) * 2, r->files[0].metric_samples);
+  EXPECT_GT(m->size(), 1000u);
+  auto infos = (*reader)->node_infos();
+  ASSERT_EQ(infos.size(), 1u);
+  ASSERT_EQ(infos[0]->gpus.size(), 2u);
+  EXPECT_EQ(infos[0]->gpus[0].name, "Tesla V100-SXM2-32GB");
+
+  r = Import({kTb + "test/gpu_metrics_expected.json"}, &run);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->files[0].metric_samples, 78);  // the 78 "ph":"C" samples
+}
+
+TEST(KinetoImporterTest, BadEventsAreCountedNotFatal) {
+  std::string dir = TempDir();
+  testing::WriteFile(dir + "/bad.json", R"({"distributedInfo": {"rank": 5},
+    "traceEvents": [
+      {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 10, "dur": 2},
+      {"ph": "X", "cat": "kernel", "name": "no ts", "pid": 0, "tid": 7, "dur": 2},
+      {"ph": "X", "cat": "kernel", "name": "neg", "pid": 0, "tid": 7, "ts": 11, "dur": -5},
+      {"ph": "X", "cat": "kernel", "name": "huge", "pid": 0, "tid": 7, "ts": 11, "dur": 1e15},
+      {"ph": "X", "cat": "kernel", "name": "str ts", "pid": 0, "tid": 7, "ts": "abc", "dur": 1},
+      {"ph": "X", "cat": "kernel", "name": [1,2], "pid": 0, "tid": 7, "ts": 12, "dur": 1},
+      {"ph": "Q", "cat": "whatever", "name": "x", "ts": 1},
+      {"ph": "X", "cat": "brand_new_category", "name": "kept", "pid": 1, "tid": 1, "ts": 13,
+       "dur": 1},
+      42,
+      {"ph": "X", "cat": "kernel", "name": "no dur", "pid": 0, "tid": 7, "ts": 12}
+    ]})");
+  KinetoImportOptions o;
+  o.traces = {dir + "/bad.json"};
+  o.out = dir + "/run";
+  auto r = ImportKineto(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const auto& f = r->files[0];
+  EXPECT_EQ(f.rank, 5);
+  EXPECT_EQ(f.events_stored, 2);  // "ok" and "kept"; a name of the wrong type is invalid
+  EXPECT_EQ(f.problems.at(dq::kEventsWithoutTimestamp), 2);
+  EXPECT_EQ(f.problems.at(dq::kAbsurdDurations), 2);
+  EXPECT_EQ(f.problems.at(dq::kUnknownPhases), 1);
+  EXPECT_EQ(f.problems.at(dq::kInvalidEvents), 2);  // the array name and the bare 42
+  EXPECT_EQ(f.problems.at(dq::kEventsWithoutDuration), 1);
+  EXPECT_EQ(f.categories.at("brand_new_category"), 1);
+}
+
+}  // namespace
+}  // namespace trainprof::importers::kineto
