@@ -40,6 +40,9 @@ struct CollectorContext {
   std::vector<std::string> fs_paths;  // filesystems to report usage for (run dir, data paths)
   std::string nvml_library = "libnvidia-ml.so.1";  // overridable (replay library in tests)
   bool gpus = true;
+  // The process tree costs ~10 us of CPU per process per sample (mostly the kernel's
+  // /proc/<pid>/stat); when set, the tree is sampled at most this often, whatever the tick.
+  int process_min_interval_ms = 0;
   // How long one round of NVML calls may take before the tick goes on without GPU values.
   int nvml_timeout_ms = 1000;
 };

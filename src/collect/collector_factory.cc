@@ -30,11 +30,16 @@ CollectorSet BuildCollectors(const CollectorContext& ctx) {
     set.notes.push_back(cgroup.status().message());
   }
 
+  std::unique_ptr<ProcessTreeCollector> tree;
   if (!ctx.root_pids.empty()) {
-    set.collectors.push_back(std::make_unique<ProcessTreeCollector>(ctx.proc_root, ctx.root_pids));
+    tree = std::make_unique<ProcessTreeCollector>(ctx.proc_root, ctx.root_pids);
   } else if (!ctx.cgroup_path.empty() && !cgroup_dir.empty()) {
     // Attached to a cgroup without pids: the cgroup's processes are the job.
-    set.collectors.push_back(ProcessTreeCollector::ForCgroup(ctx.proc_root, cgroup_dir));
+    tree = ProcessTreeCollector::ForCgroup(ctx.proc_root, cgroup_dir);
+  }
+  if (tree != nullptr) {
+    tree->set_min_interval_ns(static_cast<int64_t>(ctx.process_min_interval_ms) * 1000000);
+    set.collectors.push_back(std::move(tree));
   }
 
   if (ctx.gpus) {

@@ -215,6 +215,7 @@ void ProcessTreeCollector::ScanCgroup(SampleSink& sink) {
 }
 
 void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
+  if (!first_sample_ && tick.mono_ns - prev_mono_ns_ < min_interval_ns_) return;
   ++generation_;
   if (cgroup_mode_) {
     ScanCgroup(sink);

@@ -44,6 +44,10 @@ class ProcessTreeCollector : public Collector {
   // The pids in the tree after the last Sample, sorted (for tests and the agent).
   std::vector<int> MemberPids() const;
 
+  // Samples the tree at most once per `interval_ns` (ticks in between add nothing). Rates stay
+  // right: they come from cumulative counters over the actual time between samples.
+  void set_min_interval_ns(int64_t interval_ns) { min_interval_ns_ = interval_ns; }
+
  private:
   static constexpr int64_t kFullScanIntervalNs = 1000LL * 1000 * 1000;
 
@@ -77,6 +81,7 @@ class ProcessTreeCollector : public Collector {
   std::vector<int> worklist_;
   bool children_supported_ = false;
   int64_t last_full_scan_ns_ = 0;
+  int64_t min_interval_ns_ = 0;
   uint64_t generation_ = 0;
   bool first_sample_ = true;
   int64_t prev_mono_ns_ = 0;

@@ -199,6 +199,19 @@ TEST(ProcessTreeCollectorTest, GoneRootGivesAnEmptyTree) {
   EXPECT_FALSE(sink.Has("process_resident_memory_bytes", "tree"));
 }
 
+TEST(ProcessTreeCollectorTest, MinIntervalSkipsTicks) {
+  ProcessTreeCollector collector("/proc", {getpid()});
+  collector.set_min_interval_ns(200 * kNanosPerMilli);
+  RecordingSink sink;
+  collector.Sample(testing::TickAt(0), sink);
+  EXPECT_TRUE(sink.Has("process_count", "tree"));
+  sink.Clear();
+  collector.Sample(testing::TickAt(0.1), sink);
+  EXPECT_EQ(sink.adds, 0);
+  collector.Sample(testing::TickAt(0.2), sink);
+  EXPECT_TRUE(sink.Has("process_cpu_utilization_ratio", "tree"));
+}
+
 TEST(ProcessTreeCollectorTest, ParsePidStatHandlesOddNames) {
   PidStat st;
   const std::string line =

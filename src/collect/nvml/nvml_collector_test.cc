@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "base/time.h"
 #include "collect/collect_test_util.h"
@@ -198,6 +199,7 @@ TEST(CollectorFactoryTest, NoNvmlMeansNoGpuMetricsAndOneNote) {
   // Everything else still samples.
   RecordingSink sink;
   for (auto& c : set.collectors) c->Sample(TickAt(0), sink);
+  usleep(50 * 1000);  // let /proc/stat's jiffies move (10 ms each)
   for (auto& c : set.collectors) c->Sample(TickAt(1), sink);
   EXPECT_TRUE(sink.Has("memory_total_bytes"));
   EXPECT_TRUE(sink.Has("cpu_utilization_ratio", "total"));
