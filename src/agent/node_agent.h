@@ -32,7 +32,7 @@ struct AgentOptions {
   bool prometheus_allow_remote = false;
   double duration_s = 0;  // > 0: stop after this long
   bool quiet = false;
-  CollectorFactory collector_factory;  // tests; empty -> collect::MakeCollectors
+  CollectorFactory collector_factory;  // tests; empty -> collect::BuildCollectors
 };
 
 Status RunAgent(const AgentOptions& options, std::ostream& out);

@@ -1,5 +1,7 @@
 #include "agent/record.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include "base/files.h"
 #include "base/logging.h"
 #include "base/time.h"
+#include "instrument/child_env.h"
 #include "model/data_quality.h"
 #include "store/run_directory.h"
 #include "trainprof/version.h"
@@ -138,12 +141,38 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   TP_ASSIGN_OR_RETURN(auto session, RecordingSession::Open(so, start_ns));
   if (!options.quiet) out << "trainprof: recording to " << run_dir << "\n" << std::flush;
 
-  std::map<std::string, std::string> env = {
-      {"TRAINPROF_RUN_DIR", run_dir},
+  // The child may change directory: hand it the run directory as an absolute path.
+  std::string abs_run_dir = run_dir;
+  if (char* real = realpath(run_dir.c_str(), nullptr)) {
+    abs_run_dir = real;
+    free(real);
+  }
+  instrument::ChildEnvOptions instrumentation;
+  instrumentation.run_dir = abs_run_dir;
+  instrumentation.node = session->node_name();
+  instrumentation.auto_instrument = !options.no_auto;
+  if (std::getenv("TRAINPROF_PYTHON_PACKAGE_DIR") == nullptr) {
+    // Run as <package>/bin/trainprof without the console script: the hook is beside us.
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      std::string dir(exe, static_cast<size_t>(n));
+      dir = dir.substr(0, dir.rfind('/'));
+      std::string package = dir.substr(0, dir.rfind('/'));
+      if (PathExists(package + "/_hook/sitecustomize.py")) {
+        instrumentation.python_package_dir = package;
+      }
+    }
+  }
+  instrumentation.detail_steps = options.detail_steps;
+  instrumentation.python_profile = options.python_profile;
+  std::map<std::string, std::string> env = instrument::ChildEnvironmentFromProcess(instrumentation);
+  env.insert({
+      {"TRAINPROF_RUN_DIR", abs_run_dir},
       {"TRAINPROF_NODE", session->node_name()},
       {"TRAINPROF_SOCKET", session->control_socket()},
       {"TRAINPROF_RUN_ID", meta.run_id},
-  };
+  });
   BecomeSubreaper();
   SpawnResult child = SpawnChild(options.command, env, signals.original());
   if (child.pid < 0) {

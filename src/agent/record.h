@@ -7,6 +7,8 @@
 //   TRAINPROF_NODE      this node's name in the run
 //   TRAINPROF_SOCKET    the control socket (marks, steps)
 //   TRAINPROF_RUN_ID    the run's id (run.json)
+// plus the in-process instrumentation's variables (PYTHONPATH with the startup hook,
+// TRAINPROF_AUTO, TRAINPROF_DETAIL_STEPS...; instrument/child_env.h, docs/instrumentation.md).
 //
 // Threads: the caller's thread waits for CMD and relays signals; see child_process.h. Call it
 // from a process's main thread before other threads start, so every thread inherits the
@@ -34,7 +36,10 @@ struct RecordOptions {
   std::string prometheus;  // "" -> no endpoint
   bool prometheus_allow_remote = false;
   bool quiet = false;                  // no start line and summary (tests)
-  CollectorFactory collector_factory;  // tests; empty -> collect::MakeCollectors
+  bool no_auto = false;                // no automatic framework instrumentation in CMD
+  std::string detail_steps;            // "10-20": operator-level profiling for those steps
+  std::string python_profile;          // "10-12": cProfile for those steps
+  CollectorFactory collector_factory;  // tests; empty -> collect::BuildCollectors
 };
 
 // Returns the exit code `trainprof record` should exit with: CMD's status, 128+signal when CMD

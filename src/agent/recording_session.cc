@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/collector_factory.h"
 #include "base/files.h"
 #include "base/logging.h"
 #include "base/time.h"
+#include "collect/collector_factory.h"
 #include "model/data_quality.h"
 #include "store/run_directory.h"
 
@@ -78,9 +78,21 @@ Status RecordingSession::StartSampling(const std::vector<int>& root_pids) {
   if (const char* nvml = std::getenv("TRAINPROF_NVML_LIBRARY"); nvml != nullptr && *nvml) {
     context.nvml_library = nvml;
   }
-  std::vector<std::unique_ptr<collect::Collector>> collectors =
-      options_.collector_factory ? options_.collector_factory(context)
-                                 : collect::MakeCollectors(context);
+  // The process tree costs a few microseconds per process per read: at short intervals read it
+  // every 500 ms, which keeps a 20-process tree within its CPU budget (docs/metrics.md).
+  if (options_.interval_ns < 500 * kNanosPerMilli) context.process_min_interval_ms = 500;
+  std::vector<std::unique_ptr<collect::Collector>> collectors;
+  if (options_.collector_factory) {
+    collectors = options_.collector_factory(context);
+  } else {
+    collect::CollectorSet set = collect::BuildCollectors(context);
+    collectors = std::move(set.collectors);
+    // Sources this node lacks (no NVML, no cgroup v2...): said once, kept with the run.
+    for (const std::string& note : set.notes) {
+      TP_LOG_INFO(note);
+      writer_->Annotate(WallNowNs(), "collector_note", note);
+    }
+  }
   for (const auto& c : collectors) c->Describe(&node_);
   writer_->SetMeta("node_info", model::NodeInfoToJson(node_));
   if (root_pids.size() == 1) phases_->SetPid(root_pids[0]);

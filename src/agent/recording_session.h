@@ -26,7 +26,7 @@
 
 namespace trainprof::agent {
 
-// Makes the collectors for a context; the default is collect::MakeCollectors. Tests inject
+// Makes the collectors for a context; the default is collect::BuildCollectors. Tests inject
 // their own.
 using CollectorFactory = std::function<std::vector<std::unique_ptr<collect::Collector>>(
     const collect::CollectorContext&)>;
@@ -41,7 +41,7 @@ struct SessionOptions {
   std::string cgroup_path;
   std::optional<ListenAddress> prometheus;
   std::string control_socket;          // "" -> <run>/nodes/<node>/control.sock
-  CollectorFactory collector_factory;  // empty -> collect::MakeCollectors
+  CollectorFactory collector_factory;  // empty -> collect::BuildCollectors
 };
 
 struct SessionResult {

@@ -32,6 +32,12 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)");
   cmd->add_option("--node", opts->node, "This node's name in the run (default: host name)");
   cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
+  cmd->add_flag("--no-auto", opts->no_auto,
+                "Do not instrument Python/PyTorch processes automatically");
+  cmd->add_option("--detail-steps", opts->detail_steps,
+                  "Operator-level profiling (PyTorch profiler) for these steps, e.g. 10-20");
+  cmd->add_option("--python-profile", opts->python_profile,
+                  "cProfile Python functions for these steps, e.g. 10-12");
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
                 "Allow --prometheus on a non-loopback address");
