@@ -66,12 +66,12 @@ def test_cpu_burner_on_one_core(trainprof_bin, tmp_path):
     proc, run_dir = record(trainprof_bin, tmp_path, """
         import time, json, os
         time.sleep(0.5)
-        c0, w0 = time.process_time(), time.monotonic()
+        c0, w0, t0 = time.process_time(), time.monotonic(), time.time()
         while time.monotonic() - w0 < 2.5:
             pass
-        c1, w1 = time.process_time(), time.monotonic()
+        c1, w1, t1 = time.process_time(), time.monotonic(), time.time()
         time.sleep(0.5)
-        print(json.dumps({"cpu_s": c1 - c0, "wall_s": w1 - w0}))
+        print(json.dumps({"cpu_s": c1 - c0, "wall_s": w1 - w0, "t0": t0, "t1": t1}))
     """)
     assert proc.returncode == 0, proc.stderr
     import json
@@ -82,8 +82,10 @@ def test_cpu_burner_on_one_core(trainprof_bin, tmp_path):
     # The tree's CPU over the run is what the burner burned (it may get less than a full core
     # on a busy machine; the ratio must say what it really got).
     assert integrate(tree) == pytest.approx(burned["cpu_s"], rel=0.15, abs=0.15)
-    busy = sorted(v for _, v in tree if v > 0.5)
-    assert busy, tree
+    # During the burn the ratio is what the burner got: 1.0 on an idle core, less on a busy
+    # machine (it is compared with the burner's own CPU time, not assumed).
+    busy = sorted(v for t, v in tree if burned["t0"] + 0.2 < t / 1e9 < burned["t1"])
+    assert len(busy) >= 15, tree
     expected_ratio = burned["cpu_s"] / burned["wall_s"]
     assert busy[len(busy) // 2] == pytest.approx(expected_ratio, abs=0.15)
     assert max(v for _, v in tree) <= 1.3  # one core: never much above 1.0
