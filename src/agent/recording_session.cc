@@ -10,6 +10,7 @@
 #include "collect/collector_factory.h"
 #include "model/data_quality.h"
 #include "store/run_directory.h"
+#include "store/run_reader.h"
 
 namespace trainprof::agent {
 
@@ -109,6 +110,28 @@ Status RecordingSession::StartSampling(const std::vector<int>& root_pids) {
   return OkStatus();
 }
 
+void RecordingSession::NoteInstrumentedSteps() {
+  // In-process instrumentation writes steps into each process's own store (no socket round
+  // trip on the training thread); the first and the last of them bound the training phase.
+  auto reader = store::RunReader::Open(options_.run_dir);
+  if (!reader.ok()) return;
+  store::EventQuery query;
+  query.categories = {model::kCategoryStep};
+  query.nodes = {node_.node};
+  auto steps = (*reader)->Events(query);
+  if (!steps.ok() || steps->size() == 0) return;
+  size_t first = 0, last = 0;
+  for (size_t i = 1; i < steps->size(); ++i) {
+    if (steps->start_ns[i] < steps->start_ns[first]) first = i;
+    if (steps->start_ns[i] + steps->duration_ns[i] >
+        steps->start_ns[last] + steps->duration_ns[last]) {
+      last = i;
+    }
+  }
+  phases_->NoteStep(steps->start_ns[first], steps->start_ns[first] + steps->duration_ns[first]);
+  phases_->NoteStep(steps->start_ns[last], steps->start_ns[last] + steps->duration_ns[last]);
+}
+
 SessionResult RecordingSession::Finish(int64_t end_ns) {
   if (result_) return *result_;
   SessionResult result;
@@ -123,6 +146,7 @@ SessionResult RecordingSession::Finish(int64_t end_ns) {
   // Marks may arrive until the very end; stop the channel before closing the phases.
   if (control_) control_->Stop();
   if (phases_) {
+    NoteInstrumentedSteps();
     phases_->Finish(end_ns);
     result.marks = phases_->marks();
   }

@@ -70,6 +70,8 @@ class RecordingSession {
   const LatestValues& latest() const { return latest_; }
 
  private:
+  // Feeds the first and last steps that instrumented processes stored to the phase tracker.
+  void NoteInstrumentedSteps();
   explicit RecordingSession(SessionOptions options) : options_(std::move(options)) {}
   StatusOr<std::string> HandleControl(const ControlRequest& request);
 
