@@ -644,7 +644,7 @@ void BuildVerdict(const GpuTotals& gpu, Report& report) {
     if (dl.workers) detail += " with " + std::to_string(*dl.workers) + " loader workers";
     if (dl.cpu_cores) detail += " on " + std::to_string(*dl.cpu_cores) + " cores";
     detail += ". Add loader workers, prefetch batches and pin host memory.";
-    candidates.push_back({*dl.wait_share * 10, {"Feed the accelerators faster", detail,
+    candidates.push_back({3 + *dl.wait_share * 10, {"Feed the accelerators faster", detail,
                                                 "report heuristic"}});
   }
   if (s.gpu_utilization_mean && *s.gpu_utilization_mean < 0.5 &&
