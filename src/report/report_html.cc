@@ -288,7 +288,7 @@ void RenderTraining(const Report& r, Page& p) {
   for (const auto& m : t.modes) {
     std::vector<std::string> row = {E(m.mode), std::to_string(m.count), FormatDuration(m.total_ns)};
     StatsCells(row, m.duration_ms, "ms");
-    row.push_back(std::to_string(m.outlier_count) + " (above " +
+    row.push_back(std::to_string(m.outlier_count) + " (typically above " +
                   FormatValue(m.outlier_above_ms, "ms") + ")");
     p.Row(row);
   }
@@ -325,8 +325,7 @@ void RenderTraining(const Report& r, Page& p) {
     p.Add(p.charts.Add({{"kind", "band"},
                         {"unit", "ms"},
                         {"series", json::array({BandSeries(m.mode + " step", m.series_ms)})},
-                        {"markers", markers},
-                        {"threshold", m.outlier_above_ms ? json(*m.outlier_above_ms) : json(nullptr)}}));
+                        {"markers", markers}}));
     p.Add("</figure><figure><figcaption>Step time histogram: " + E(m.mode) + "</figcaption>");
     p.Add(p.charts.Add(HistSpec(m.histogram_ms, "ms")));
     p.Add("</figure>");

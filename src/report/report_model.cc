@@ -281,21 +281,33 @@ void BuildTraining(const store::StepTable& steps, const TimeRange& range,
     ms.duration_ms = ComputeStats(sorted);
     ms.histogram_ms = MakeHistogram(sorted, options.histogram_bins);
     if (ms.duration_ms.p50) {
-      // Robust threshold: median + 5 scaled MADs, and at least 20 % above the median so that
-      // perfectly regular steps do not make every tiny jitter an outlier.
-      double med = *ms.duration_ms.p50;
-      std::vector<double> dev;
-      dev.reserve(sorted.size());
-      for (double v : sorted) dev.push_back(std::abs(v - med));
-      std::nth_element(dev.begin(), dev.begin() + static_cast<std::ptrdiff_t>(dev.size() / 2),
-                       dev.end());
-      double mad = dev[dev.size() / 2] * 1.4826;
-      double threshold = std::max(med + 5 * mad, med * 1.2);
-      ms.outlier_above_ms = threshold;
+      // A step is an outlier against the steps around it (blocks of kOutlierBlock steps in time
+      // order): above the block's median + 5 scaled MADs and 20 % above that median, so that a
+      // run whose steps slow down for good is not all "outliers" after the change.
+      constexpr size_t kOutlierBlock = 100;
       std::vector<size_t> out;
-      for (size_t k = 0; k < rows.size(); ++k) {
-        if (ms_values[k] > threshold) out.push_back(k);
+      std::vector<double> thresholds, block, dev;
+      for (size_t b = 0; b < ms_values.size(); b += kOutlierBlock) {
+        size_t e = std::min(ms_values.size(), b + kOutlierBlock);
+        block.assign(ms_values.begin() + static_cast<std::ptrdiff_t>(b),
+                     ms_values.begin() + static_cast<std::ptrdiff_t>(e));
+        auto mid = block.begin() + static_cast<std::ptrdiff_t>(block.size() / 2);
+        std::nth_element(block.begin(), mid, block.end());
+        double med = *mid;
+        dev.clear();
+        for (double v : block) dev.push_back(std::abs(v - med));
+        auto dmid = dev.begin() + static_cast<std::ptrdiff_t>(dev.size() / 2);
+        std::nth_element(dev.begin(), dmid, dev.end());
+        double threshold = std::max(med + 5 * 1.4826 * *dmid, med * 1.2);
+        thresholds.push_back(threshold);
+        for (size_t k = b; k < e; ++k) {
+          if (ms_values[k] > threshold) out.push_back(k);
+        }
       }
+      std::nth_element(thresholds.begin(),
+                       thresholds.begin() + static_cast<std::ptrdiff_t>(thresholds.size() / 2),
+                       thresholds.end());
+      ms.outlier_above_ms = thresholds[thresholds.size() / 2];
       ms.outlier_count = static_cast<int64_t>(out.size());
       std::sort(out.begin(), out.end(), [&](size_t a, size_t b) { return ms_values[a] > ms_values[b]; });
       if (out.size() > 50) out.resize(50);

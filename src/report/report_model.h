@@ -112,7 +112,7 @@ struct ModeSteps {
   Stats duration_ms;
   Histogram histogram_ms;
   Band series_ms;                        // step duration over time
-  std::optional<double> outlier_above_ms;  // p50 + 3 × (p95 − p50)... see report.md
+  std::optional<double> outlier_above_ms;  // median of the per-block thresholds (report.md)
   int64_t outlier_count = 0;
   std::vector<StepRef> outliers;  // the slowest outliers (at most 50)
 };

@@ -173,8 +173,12 @@ Status WriteSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
   auto wr = w->Series("disk_write_bytes_per_second", "nvme0n1");
   auto proc_cpu = w->Series("process_cpu_utilization_ratio", "tree");
   auto proc_rss = w->Series("process_resident_memory_bytes", "tree");
+  TP_RETURN_IF_ERROR(w->Flush());
   const int64_t interval = o.interval_ms * kNanosPerMilli;
+  int64_t tick = 0;
   for (int64_t t = start; t < end; t += interval) {
+    // Flushing as it goes keeps the writer's buffers (and their drop limit) small.
+    if (++tick % 20000 == 0) TP_RETURN_IF_ERROR(w->Flush());
     const bool training = t >= train_begin && t < train_end;
     const bool slow = t > slow_from;
     const bool downloading = t < start + d * 3 / 100;
