@@ -279,6 +279,7 @@ void BuildTraining(const store::StepTable& steps, const TimeRange& range,
                               range.end_ns, options.chart_points);
     std::vector<double> sorted = ms_values;
     ms.duration_ms = ComputeStats(sorted);
+    std::sort(sorted.begin(), sorted.end());
     ms.histogram_ms = MakeHistogram(sorted, options.histogram_bins);
     if (ms.duration_ms.p50) {
       // A step is an outlier against the steps around it (blocks of kOutlierBlock steps in time
@@ -483,6 +484,7 @@ Status BuildDataLoader(store::RunReader& reader, const store::StepTable& steps,
   }
   d.steps_with_wait = static_cast<int64_t>(waits.size());
   d.wait_ms = ComputeStats(waits);
+  std::sort(waits.begin(), waits.end());
   d.wait_histogram_ms = MakeHistogram(waits, options.histogram_bins);
   if (step_total > 0) d.wait_share = static_cast<double>(wait_total) / static_cast<double>(step_total);
 

@@ -25,7 +25,7 @@ struct Stats {
   int64_t count = 0;
   std::optional<double> min, p50, p95, p99, max, mean;
 };
-// Sorts `values` in place.
+// Reorders `values` (selection, not a full sort) and drops NaNs.
 Stats ComputeStats(std::vector<double>& values);
 
 // A time series reduced for display: one point per bucket with the bucket's min, mean and max,
@@ -43,6 +43,7 @@ struct Histogram {
   std::vector<int64_t> counts;  // values in [edges[i], edges[i+1])
 };
 // `bins` equal-width buckets between the min and the p99.9 (larger values go in the last one).
+// `sorted_values` must be sorted ascending.
 Histogram MakeHistogram(const std::vector<double>& sorted_values, int bins);
 
 struct Recommendation {

@@ -20,20 +20,34 @@ double Percentile(const std::vector<double>& sorted, double q) {
 
 Stats ComputeStats(std::vector<double>& values) {
   Stats s;
-  // NaN is not a measurement; it would also break the sort's ordering.
+  // NaN is not a measurement; it would also break the selection's ordering.
   values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
                values.end());
   if (values.empty()) return s;
-  std::sort(values.begin(), values.end());
   s.count = static_cast<int64_t>(values.size());
-  s.min = values.front();
-  s.max = values.back();
-  s.p50 = Percentile(values, 0.50);
-  s.p95 = Percentile(values, 0.95);
-  s.p99 = Percentile(values, 0.99);
-  double sum = 0;
-  for (double v : values) sum += v;
+  double lo = values.front(), hi = values.front(), sum = 0;
+  for (double v : values) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+  }
+  s.min = lo;
+  s.max = hi;
   s.mean = sum / static_cast<double>(values.size());
+  // Selection instead of a full sort (a day of 100 ms samples is 864 k values per series): each
+  // nth_element works on the part left of the previous one.
+  auto select = [&](double q, std::vector<double>::iterator end) {
+    auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+    rank = std::clamp<size_t>(rank, 1, values.size());
+    auto it = values.begin() + static_cast<std::ptrdiff_t>(rank - 1);
+    std::nth_element(values.begin(), it, end);
+    return it;
+  };
+  auto p99 = select(0.99, values.end());
+  s.p99 = *p99;
+  auto p95 = select(0.95, p99 + 1);
+  s.p95 = *p95;
+  s.p50 = *select(0.50, p95 + 1);
   return s;
 }
 
