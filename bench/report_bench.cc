@@ -47,8 +47,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
   }
   std::vector<Case> cases = {{"30m", 1800, 0.5, 5}, {"24h", 86400, 10.0, 3}};
-  std::printf("%-5s %10s %12s %12s %12s %10s\n", "run", "values", "median_s", "peak_rss_mb",
-              "html_mb", "budget");
+  // cpu_s (user + system) is shown beside the wall time because a shared, loaded machine
+  // stretches wall time; the budget is checked on wall time.
+  std::printf("%-5s %10s %10s %10s %12s %10s %10s\n", "run", "values", "median_s", "cpu_s",
+              "peak_rss_mb", "html_mb", "budget");
   int failures = 0;
   for (const Case& c : cases) {
     if (!only.empty() && only != c.name) continue;
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "generated %s in %.1f s\n", run.c_str(),
                    static_cast<double>(tp::MonotonicNowNs() - t0) / 1e9);
     }
-    std::vector<double> secs, rss_mb;
+    std::vector<double> secs, cpu_secs, rss_mb;
     int64_t html_bytes = 0;
     for (int r = 0; r < (reps > 0 ? reps : c.reps); ++r) {
       int pipe_fd[2];
@@ -102,14 +104,18 @@ int main(int argc, char** argv) {
       }
       close(pipe_fd[0]);
       secs.push_back(s);
+      cpu_secs.push_back(static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) /
+                             1e6);
       rss_mb.push_back(static_cast<double>(usage.ru_maxrss) / 1024.0);
     }
     double values = static_cast<double>(c.duration_s) * 10 * (32 + 1 + 1 + 1 + 4 + 2 + 8 * 4);
-    double med = Median(secs), mem = Median(rss_mb), html_mb = static_cast<double>(html_bytes) / 1e6;
+    double med = Median(secs), mem = Median(rss_mb),
+           html_mb = static_cast<double>(html_bytes) / 1e6;
     bool ok = med <= c.budget_s && mem <= 1024 && html_mb < 10;
     failures += ok ? 0 : 1;
-    std::printf("%-5s %10.3g %12.3f %12.1f %12.2f %6.1fs %s\n", c.name, values, med, mem, html_mb,
-                c.budget_s, ok ? "ok" : "OVER BUDGET");
+    std::printf("%-5s %10.3g %10.3f %10.3f %12.1f %10.2f %8.1fs %s\n", c.name, values, med,
+                Median(cpu_secs), mem, html_mb, c.budget_s, ok ? "ok" : "OVER BUDGET");
   }
   return failures == 0 ? 0 : 1;
 }

@@ -14,8 +14,8 @@ namespace trainprof::cli {
 
 Status RunReport(const ReportOptions& options, std::ostream& out) {
   report::WriteOptions w;
-  const bool any = !options.html_path.empty() || !options.json_path.empty() ||
-                   !options.pdf_path.empty();
+  const bool any =
+      !options.html_path.empty() || !options.json_path.empty() || !options.pdf_path.empty();
   if (any) {
     w.write_html = !options.html_path.empty();
     w.write_json = !options.json_path.empty();
@@ -29,12 +29,12 @@ Status RunReport(const ReportOptions& options, std::ostream& out) {
   }
   TP_ASSIGN_OR_RETURN(auto written, report::WriteReports(options.run, w));
   if (!written.html_path.empty()) {
-    out << "wrote " << written.html_path << " (" << FormatBytes(static_cast<double>(written.html_bytes))
-        << ")\n";
+    out << "wrote " << written.html_path << " ("
+        << FormatBytes(static_cast<double>(written.html_bytes)) << ")\n";
   }
   if (!written.json_path.empty()) {
-    out << "wrote " << written.json_path << " (" << FormatBytes(static_cast<double>(written.json_bytes))
-        << ")\n";
+    out << "wrote " << written.json_path << " ("
+        << FormatBytes(static_cast<double>(written.json_bytes)) << ")\n";
   }
   if (!written.pdf_path.empty()) out << "wrote " << written.pdf_path << "\n";
   return OkStatus();

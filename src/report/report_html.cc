@@ -108,7 +108,10 @@ json BandSeries(const std::string& label, const Band& band) {
   json x = json::array();
   // Seconds with millisecond precision: what dygraphs' time axis takes (times 1000).
   for (int64_t t : band.ts_ns) x.push_back(static_cast<double>(t / 1000000) / 1e3);
-  return {{"label", label}, {"x", x}, {"min", Rounded(band.min)}, {"mean", Rounded(band.mean)},
+  return {{"label", label},
+          {"x", x},
+          {"min", Rounded(band.min)},
+          {"mean", Rounded(band.mean)},
           {"max", Rounded(band.max)}};
 }
 
@@ -119,7 +122,8 @@ struct Page {
   void Text(std::string_view s) { html.append(HtmlEscape(s)); }
   void Row(const std::vector<std::string>& escaped_cells, bool header = false) {
     html += "<tr>";
-    for (const auto& c : escaped_cells) html += (header ? "<th>" : "<td>") + c + (header ? "</th>" : "</td>");
+    for (const auto& c : escaped_cells)
+      html += (header ? "<th>" : "<td>") + c + (header ? "</th>" : "</td>");
     html += "</tr>";
   }
   void Note(std::string_view s) {
@@ -132,7 +136,8 @@ struct Page {
 std::string E(std::string_view s) { return HtmlEscape(s); }
 
 void StatsCells(std::vector<std::string>& row, const Stats& s, const std::string& unit) {
-  for (const auto& v : {s.p50, s.p95, s.p99, s.max, s.min, s.mean}) row.push_back(FormatValue(v, unit));
+  for (const auto& v : {s.p50, s.p95, s.p99, s.max, s.min, s.mean})
+    row.push_back(FormatValue(v, unit));
 }
 
 void RenderSummary(const Report& r, Page& p) {
@@ -193,9 +198,9 @@ void RenderPhases(const Report& r, Page& p) {
     double left = static_cast<double>(ph.start_ns - start) / span * 100;
     double width = std::max(0.3, static_cast<double>(ph.duration_ns) / span * 100);
     p.Add("<div class=\"tl-row\"><span class=\"tl-label\">" + E(ph.name) +
-          "</span><span class=\"tl-track\"><span class=\"tl-bar phase-" +
-          E(ph.name) + "\" style=\"left:" + Printf("%.3f", left) + "%;width:" +
-          Printf("%.3f", width) + "%\" title=\"" + E(ph.name + ": " + FormatDuration(ph.duration_ns)) +
+          "</span><span class=\"tl-track\"><span class=\"tl-bar phase-" + E(ph.name) +
+          "\" style=\"left:" + Printf("%.3f", left) + "%;width:" + Printf("%.3f", width) +
+          "%\" title=\"" + E(ph.name + ": " + FormatDuration(ph.duration_ns)) +
           "\"></span></span></div>");
   }
   p.Add("</div><table><thead>");
@@ -213,16 +218,16 @@ void RenderSystem(const Report& r, Page& p) {
   if (r.nodes.empty()) p.Note("n/a: no node stores in this run.");
   for (const auto& n : r.nodes) {
     p.Add("<h3>Node " + E(n.node) + "</h3><p class=\"note\">");
-    std::string facts = (n.hostname.empty() ? "" : n.hostname + " · ") +
-                        (n.cpu_model.empty() ? "CPU n/a" : n.cpu_model) + " · " +
-                        (n.cpu_cores ? std::to_string(*n.cpu_cores) + " cores" : "cores n/a") +
-                        " · memory " +
-                        FormatValue(n.memory_total_bytes
-                                        ? std::optional<double>(static_cast<double>(*n.memory_total_bytes))
-                                        : std::nullopt,
-                                    "bytes") +
-                        " · " + std::to_string(n.gpu_names.size()) + " GPU(s)" +
-                        (n.gpu_names.empty() ? "" : " (" + n.gpu_names.front() + ")");
+    std::string facts =
+        (n.hostname.empty() ? "" : n.hostname + " · ") +
+        (n.cpu_model.empty() ? "CPU n/a" : n.cpu_model) + " · " +
+        (n.cpu_cores ? std::to_string(*n.cpu_cores) + " cores" : "cores n/a") + " · memory " +
+        FormatValue(n.memory_total_bytes
+                        ? std::optional<double>(static_cast<double>(*n.memory_total_bytes))
+                        : std::nullopt,
+                    "bytes") +
+        " · " + std::to_string(n.gpu_names.size()) + " GPU(s)" +
+        (n.gpu_names.empty() ? "" : " (" + n.gpu_names.front() + ")");
     p.Text(facts);
     p.Add("</p>");
     if (n.metrics.empty()) p.Note("n/a: no system metrics were stored for this node.");
@@ -231,7 +236,8 @@ void RenderSystem(const Report& r, Page& p) {
     p.Add("</thead><tbody>");
     for (const auto& m : n.metrics) {
       for (const auto& d : m.devices) {
-        std::vector<std::string> row = {E(MetricTitle(m.metric)), E(d.device.empty() ? "—" : d.device)};
+        std::vector<std::string> row = {E(MetricTitle(m.metric)),
+                                        E(d.device.empty() ? "—" : d.device)};
         StatsCells(row, d.stats, m.unit);
         row.push_back(std::to_string(d.stats.count));
         p.Row(row);
@@ -242,7 +248,8 @@ void RenderSystem(const Report& r, Page& p) {
       json cells = json::array();
       for (const auto& row : n.heatmap.cells) {
         json jr = json::array();
-        for (const auto& c : row) jr.push_back(c ? json(std::round(*c * 1000) / 1000) : json(nullptr));
+        for (const auto& c : row)
+          jr.push_back(c ? json(std::round(*c * 1000) / 1000) : json(nullptr));
         cells.push_back(jr);
       }
       p.Add("<h4>Utilisation heatmap (cores and GPUs × time)</h4>");
@@ -277,8 +284,9 @@ void RenderTraining(const Report& r, Page& p) {
   const TrainingLoop& t = r.training;
   p.Add("<section id=\"training\"><h2>Training loop</h2>");
   if (t.modes.empty()) {
-    p.Note("n/a: the run holds no step spans (category \"step\"); instrument the training loop "
-           "to see step times.");
+    p.Note(
+        "n/a: the run holds no step spans (category \"step\"); instrument the training loop "
+        "to see step times.");
     p.Add("</section>");
     return;
   }
@@ -336,7 +344,8 @@ void RenderTraining(const Report& r, Page& p) {
     p.Row({"Node", "Rank", "Mode", "p50", "p95", "p99", "max", "min", "mean", "steps"}, true);
     p.Add("</thead><tbody>");
     for (const auto& rk : t.ranks) {
-      std::vector<std::string> row = {E(rk.node), rk.rank ? std::to_string(*rk.rank) : "n/a", E(rk.mode)};
+      std::vector<std::string> row = {E(rk.node), rk.rank ? std::to_string(*rk.rank) : "n/a",
+                                      E(rk.mode)};
       StatsCells(row, rk.duration_ms, "ms");
       row.push_back(std::to_string(rk.duration_ms.count));
       p.Row(row);
@@ -362,8 +371,9 @@ void RenderOperators(const Report& r, Page& p) {
   const Operators& o = r.operators;
   p.Add("<section id=\"operators\"><h2>Operators</h2>");
   if (o.event_count == 0) {
-    p.Note("n/a: no detailed-profiling events (cpu_op, kernel, gpu_memcpy...) in this run. "
-           "Ask for detailed profiling or import a Kineto trace to see operators.");
+    p.Note(
+        "n/a: no detailed-profiling events (cpu_op, kernel, gpu_memcpy...) in this run. "
+        "Ask for detailed profiling or import a Kineto trace to see operators.");
     p.Add("</section>");
     return;
   }
@@ -424,7 +434,9 @@ void RenderRules(const Report& r, Page& p) {
     return;
   }
   p.Add("<table><thead>");
-  p.Row({"Rule", "Triggered", "Severity", "Violations", "Datapoints", "Parameters", "Recommendation"}, true);
+  p.Row(
+      {"Rule", "Triggered", "Severity", "Violations", "Datapoints", "Parameters", "Recommendation"},
+      true);
   p.Add("</thead><tbody>");
   for (const auto& rule : rs.rules) {
     p.Row({E(rule.name), rule.triggered ? "<strong class=\"bad\">yes</strong>" : "no",
@@ -440,8 +452,9 @@ void RenderRules(const Report& r, Page& p) {
     p.Add("<div class=\"rule\"><h3>" + E(rule.name) + "</h3>");
     for (const auto& f : rule.findings) {
       const auto& fd = f.finding;
-      p.Add("<div class=\"finding\"><p><span class=\"sev sev-" + E(model::SeverityName(fd.severity)) +
-            "\">" + E(model::SeverityName(fd.severity)) + "</span> ");
+      p.Add("<div class=\"finding\"><p><span class=\"sev sev-" +
+            E(model::SeverityName(fd.severity)) + "\">" + E(model::SeverityName(fd.severity)) +
+            "</span> ");
       p.Text(fd.message);
       p.Add("</p><p class=\"note\">");
       p.Text((fd.node.empty() ? "" : "node " + fd.node + " · ") +
@@ -452,15 +465,15 @@ void RenderRules(const Report& r, Page& p) {
       p.Add("</pre></details>");
       if (f.evidence.size() > 0) {
         std::string unit = f.evidence_metric == "step_duration_ms" ? "ms" : "ratio";
-        p.Add(p.charts.Add({{"kind", "band"},
-                            {"unit", unit},
-                            {"series", json::array({BandSeries(
-                                           f.evidence_metric + (f.evidence_device.empty()
-                                                                    ? ""
-                                                                    : " " + f.evidence_device),
-                                           f.evidence)})},
-                            {"highlight", {static_cast<double>(fd.start_ns) / 1e9,
-                                           static_cast<double>(fd.end_ns) / 1e9}}}));
+        p.Add(p.charts.Add(
+            {{"kind", "band"},
+             {"unit", unit},
+             {"series",
+              json::array({BandSeries(
+                  f.evidence_metric + (f.evidence_device.empty() ? "" : " " + f.evidence_device),
+                  f.evidence)})},
+             {"highlight",
+              {static_cast<double>(fd.start_ns) / 1e9, static_cast<double>(fd.end_ns) / 1e9}}}));
       }
       p.Add("</div>");
     }
@@ -533,12 +546,23 @@ std::string HtmlEscape(std::string_view text) {
   out.reserve(text.size() + 16);
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -569,13 +593,16 @@ std::string JsonForScript(const std::string& json_text) {
 std::string RenderHtml(const Report& r) {
   Page p;
   p.html.reserve(1 << 20);
-  std::string title = "trainprof report: " + (r.summary.name.empty() ? r.summary.run_id : r.summary.name);
-  p.Add("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        // No network: everything is inline, and the policy forbids fetching anything else.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-        "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">"
-        "<meta name=\"generator\" content=\"" + E(r.generator) + "\"><title>");
+  std::string title =
+      "trainprof report: " + (r.summary.name.empty() ? r.summary.run_id : r.summary.name);
+  p.Add(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      // No network: everything is inline, and the policy forbids fetching anything else.
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">"
+      "<meta name=\"generator\" content=\"" +
+      E(r.generator) + "\"><title>");
   p.Text(title);
   p.Add("</title><style>");
   p.Add(assets::kDygraphsCss);
@@ -587,10 +614,16 @@ std::string RenderHtml(const Report& r) {
   p.Text(r.run_dir + " · generated " + FormatIso8601(r.generated_ns) + " by " + r.generator +
          " · schema " + std::to_string(r.schema_version));
   p.Add("</p><nav>");
-  for (const auto& [id, name] : std::vector<std::pair<const char*, const char*>>{
-           {"summary", "Summary"}, {"phases", "Phases"}, {"system", "System"},
-           {"training", "Training loop"}, {"operators", "Operators"}, {"data-loader", "Data loader"},
-           {"rules", "Rules"}, {"cost", "Cost"}, {"data-quality", "Data quality"}}) {
+  for (const auto& [id, name] :
+       std::vector<std::pair<const char*, const char*>>{{"summary", "Summary"},
+                                                        {"phases", "Phases"},
+                                                        {"system", "System"},
+                                                        {"training", "Training loop"},
+                                                        {"operators", "Operators"},
+                                                        {"data-loader", "Data loader"},
+                                                        {"rules", "Rules"},
+                                                        {"cost", "Cost"},
+                                                        {"data-quality", "Data quality"}}) {
     p.Add(std::string("<a href=\"#") + id + "\">" + name + "</a>");
   }
   p.Add("</nav></header><main>");
@@ -603,8 +636,9 @@ std::string RenderHtml(const Report& r) {
   RenderRules(r, p);
   RenderCost(r, p);
   RenderDataQuality(r, p);
-  p.Add("</main><footer><details><summary>Third-party notices</summary><p>Charts drawn with "
-        "dygraphs (MIT licence), embedded from Debian's libjs-dygraphs:</p><pre>");
+  p.Add(
+      "</main><footer><details><summary>Third-party notices</summary><p>Charts drawn with "
+      "dygraphs (MIT licence), embedded from Debian's libjs-dygraphs:</p><pre>");
   p.Text(assets::kDygraphsNotice);
   p.Add("</pre></details></footer>");
   p.Add("<script type=\"application/json\" id=\"tp-charts\">");

@@ -13,7 +13,7 @@ json Opt(const std::optional<T>& v) {
 }
 
 json StatsJson(const Stats& s) {
-  return {{"count", s.count}, {"min", Opt(s.min)}, {"p50", Opt(s.p50)}, {"p95", Opt(s.p95)},
+  return {{"count", s.count},  {"min", Opt(s.min)}, {"p50", Opt(s.p50)},  {"p95", Opt(s.p95)},
           {"p99", Opt(s.p99)}, {"max", Opt(s.max)}, {"mean", Opt(s.mean)}};
 }
 
@@ -21,15 +21,20 @@ json HistogramJson(const Histogram& h) { return {{"edges", h.edges}, {"counts", 
 
 json PartsJson(const std::vector<PartShare>& parts) {
   json a = json::array();
-  for (const auto& p : parts) a.push_back({{"part", p.part}, {"total_ns", p.total_ns}, {"share", Opt(p.share)}});
+  for (const auto& p : parts)
+    a.push_back({{"part", p.part}, {"total_ns", p.total_ns}, {"share", Opt(p.share)}});
   return a;
 }
 
 json OperatorsJson(const std::vector<OperatorRow>& rows) {
   json a = json::array();
   for (const auto& r : rows) {
-    a.push_back({{"name", r.name}, {"category", r.category}, {"count", r.count},
-                 {"total_ns", r.total_ns}, {"mean_ns", r.mean_ns}, {"share", Opt(r.share)}});
+    a.push_back({{"name", r.name},
+                 {"category", r.category},
+                 {"count", r.count},
+                 {"total_ns", r.total_ns},
+                 {"mean_ns", r.mean_ns},
+                 {"share", Opt(r.share)}});
   }
   return a;
 }
@@ -47,8 +52,10 @@ json FindingJson(const FindingView& v) {
           {"message", f.message},
           {"recommendation", f.recommendation},
           {"evidence", evidence},
-          {"chart", {{"metric", v.evidence_metric}, {"device", v.evidence_device},
-                     {"series", BandToJson(v.evidence)}}}};
+          {"chart",
+           {{"metric", v.evidence_metric},
+            {"device", v.evidence_device},
+            {"series", BandToJson(v.evidence)}}}};
 }
 
 }  // namespace
@@ -69,29 +76,33 @@ json ReportToJson(const Report& r) {
   for (const auto& c : s.top_changes) {
     changes.push_back({{"title", c.title}, {"detail", c.detail}, {"source", c.source}});
   }
-  j["summary"] = {{"name", s.name},
-                  {"run_id", s.run_id},
-                  {"source", s.source},
-                  {"command", s.command},
-                  {"tags", s.tags},
-                  {"start_ns", s.start_ns},
-                  {"end_ns", Opt(s.end_ns)},
-                  {"duration_ns", Opt(s.duration_ns)},
-                  {"exit_status", Opt(s.exit_status)},
-                  {"instance_type", s.instance_type.empty() ? json(nullptr) : json(s.instance_type)},
-                  {"nodes", s.node_count},
-                  {"gpus", s.gpu_count},
-                  {"cpu_cores", Opt(s.cpu_cores)},
-                  {"gpu_utilization_mean", Opt(s.gpu_utilization_mean)},
-                  {"gpu_idle_share", Opt(s.gpu_idle_share)},
-                  {"gpu_idle_below", kGpuIdleBelow},
-                  {"verdict", s.verdict},
-                  {"top_changes", changes}};
+  j["summary"] = {
+      {"name", s.name},
+      {"run_id", s.run_id},
+      {"source", s.source},
+      {"command", s.command},
+      {"tags", s.tags},
+      {"start_ns", s.start_ns},
+      {"end_ns", Opt(s.end_ns)},
+      {"duration_ns", Opt(s.duration_ns)},
+      {"exit_status", Opt(s.exit_status)},
+      {"instance_type", s.instance_type.empty() ? json(nullptr) : json(s.instance_type)},
+      {"nodes", s.node_count},
+      {"gpus", s.gpu_count},
+      {"cpu_cores", Opt(s.cpu_cores)},
+      {"gpu_utilization_mean", Opt(s.gpu_utilization_mean)},
+      {"gpu_idle_share", Opt(s.gpu_idle_share)},
+      {"gpu_idle_below", kGpuIdleBelow},
+      {"verdict", s.verdict},
+      {"top_changes", changes}};
 
   json phases = json::array();
   for (const auto& p : r.phases) {
-    phases.push_back({{"name", p.name}, {"node", p.node}, {"start_ns", p.start_ns},
-                      {"duration_ns", p.duration_ns}, {"share_of_run", Opt(p.share_of_run)}});
+    phases.push_back({{"name", p.name},
+                      {"node", p.node},
+                      {"start_ns", p.start_ns},
+                      {"duration_ns", p.duration_ns},
+                      {"share_of_run", Opt(p.share_of_run)}});
   }
   j["phases"] = phases;
 
@@ -101,8 +112,8 @@ json ReportToJson(const Report& r) {
     for (const auto& m : n.metrics) {
       json devices = json::array();
       for (const auto& d : m.devices) {
-        devices.push_back({{"device", d.device}, {"stats", StatsJson(d.stats)},
-                           {"series", BandToJson(d.band)}});
+        devices.push_back(
+            {{"device", d.device}, {"stats", StatsJson(d.stats)}, {"series", BandToJson(d.band)}});
       }
       metrics.push_back({{"metric", m.metric}, {"unit", m.unit}, {"devices", devices}});
     }
@@ -120,9 +131,12 @@ json ReportToJson(const Report& r) {
                      {"memory_total_bytes", Opt(n.memory_total_bytes)},
                      {"gpus", n.gpu_names},
                      {"metrics", metrics},
-                     {"heatmap", {{"rows", n.heatmap.rows}, {"start_ns", n.heatmap.start_ns},
-                                  {"bucket_ns", n.heatmap.bucket_ns},
-                                  {"columns", n.heatmap.columns}, {"cells", cells}}}});
+                     {"heatmap",
+                      {{"rows", n.heatmap.rows},
+                       {"start_ns", n.heatmap.start_ns},
+                       {"bucket_ns", n.heatmap.bucket_ns},
+                       {"columns", n.heatmap.columns},
+                       {"cells", cells}}}});
   }
   j["system"] = {{"nodes", nodes}};
 
@@ -131,8 +145,11 @@ json ReportToJson(const Report& r) {
   for (const auto& m : t.modes) {
     json outliers = json::array();
     for (const auto& o : m.outliers) {
-      outliers.push_back({{"node", o.node}, {"rank", Opt(o.rank)}, {"step", Opt(o.step)},
-                          {"start_ns", o.start_ns}, {"duration_ns", o.duration_ns}});
+      outliers.push_back({{"node", o.node},
+                          {"rank", Opt(o.rank)},
+                          {"step", Opt(o.step)},
+                          {"start_ns", o.start_ns},
+                          {"duration_ns", o.duration_ns}});
     }
     modes.push_back({{"mode", m.mode},
                      {"count", m.count},
@@ -146,7 +163,9 @@ json ReportToJson(const Report& r) {
   }
   json ranks = json::array();
   for (const auto& rk : t.ranks) {
-    ranks.push_back({{"node", rk.node}, {"rank", Opt(rk.rank)}, {"mode", rk.mode},
+    ranks.push_back({{"node", rk.node},
+                     {"rank", Opt(rk.rank)},
+                     {"mode", rk.mode},
                      {"duration_ms", StatsJson(rk.duration_ms)}});
   }
   j["training"] = {{"modes", modes},
@@ -155,12 +174,10 @@ json ReportToJson(const Report& r) {
                    {"ranks", ranks}};
 
   const Operators& o = r.operators;
-  j["operators"] = {{"event_count", o.event_count},
-                    {"cpu_total_ns", o.cpu_total_ns},
-                    {"gpu_total_ns", o.gpu_total_ns},
-                    {"cpu", OperatorsJson(o.cpu)},
-                    {"gpu", OperatorsJson(o.gpu)},
-                    {"gpu_breakdown", PartsJson(o.gpu_breakdown)}};
+  j["operators"] = {
+      {"event_count", o.event_count},   {"cpu_total_ns", o.cpu_total_ns},
+      {"gpu_total_ns", o.gpu_total_ns}, {"cpu", OperatorsJson(o.cpu)},
+      {"gpu", OperatorsJson(o.gpu)},    {"gpu_breakdown", PartsJson(o.gpu_breakdown)}};
 
   const DataLoader& d = r.data_loader;
   json config = json::array();
@@ -192,15 +209,19 @@ json ReportToJson(const Report& r) {
                      {"recommendation", rule.recommendation},
                      {"findings", findings}});
   }
-  j["rules"] = {{"available", r.rules.available}, {"source", r.rules.source},
-                {"note", r.rules.note}, {"rules", rules}};
+  j["rules"] = {{"available", r.rules.available},
+                {"source", r.rules.source},
+                {"note", r.rules.note},
+                {"rules", rules}};
 
   const CostSection& c = r.cost;
   json by_phase = json::array();
-  for (const auto& [phase, usd] : c.cost_by_phase_usd) by_phase.push_back({{"phase", phase}, {"usd", usd}});
+  for (const auto& [phase, usd] : c.cost_by_phase_usd)
+    by_phase.push_back({{"phase", phase}, {"usd", usd}});
   json what_ifs = json::array();
   for (const auto& w : c.what_ifs) {
-    what_ifs.push_back({{"description", w.description}, {"cost_usd", Opt(w.cost_usd)},
+    what_ifs.push_back({{"description", w.description},
+                        {"cost_usd", Opt(w.cost_usd)},
                         {"saving_usd", Opt(w.saving_usd)}});
   }
   j["cost"] = {{"available", c.available},

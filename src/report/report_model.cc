@@ -42,12 +42,18 @@ std::string UnitOf(const std::string& metric) {
 // Display order of system metrics; others follow alphabetically.
 int MetricRank(const std::string& metric) {
   static const char* kOrder[] = {
-      "cpu_utilization_ratio",         "cpu_iowait_ratio",
-      "memory_used_bytes",             "gpu_utilization_ratio",
-      "gpu_memory_utilization_ratio",  "gpu_memory_used_bytes",
-      "gpu_power_watts",               "network_receive_bytes_per_second",
-      "network_transmit_bytes_per_second", "disk_read_bytes_per_second",
-      "disk_write_bytes_per_second",   "process_cpu_utilization_ratio",
+      "cpu_utilization_ratio",
+      "cpu_iowait_ratio",
+      "memory_used_bytes",
+      "gpu_utilization_ratio",
+      "gpu_memory_utilization_ratio",
+      "gpu_memory_used_bytes",
+      "gpu_power_watts",
+      "network_receive_bytes_per_second",
+      "network_transmit_bytes_per_second",
+      "disk_read_bytes_per_second",
+      "disk_write_bytes_per_second",
+      "process_cpu_utilization_ratio",
       "process_resident_memory_bytes",
   };
   for (size_t i = 0; i < std::size(kOrder); ++i) {
@@ -162,7 +168,8 @@ Status BuildSystemUsage(store::RunReader& reader, const TimeRange& range,
   for (const auto* n : reader.node_infos()) infos[n->node] = n;
 
   const int columns = std::max(1, options.heatmap_columns);
-  const int64_t bucket_ns = std::max<int64_t>(1, (range.end_ns - range.start_ns + columns - 1) / columns);
+  const int64_t bucket_ns =
+      std::max<int64_t>(1, (range.end_ns - range.start_ns + columns - 1) / columns);
   std::set<std::string> nodes;
   for (const auto& [node, _] : by_node) nodes.insert(node);
   for (const auto& [node, _] : infos) nodes.insert(node);
@@ -275,8 +282,8 @@ void BuildTraining(const store::StepTable& steps, const TimeRange& range,
       ts.push_back(steps.start_ns[i]);
       ms_values.push_back(static_cast<double>(steps.duration_ns[i]) / kNsPerMs);
     }
-    ms.series_ms = Downsample(ts.data(), ms_values.data(), ts.size(), range.start_ns,
-                              range.end_ns, options.chart_points);
+    ms.series_ms = Downsample(ts.data(), ms_values.data(), ts.size(), range.start_ns, range.end_ns,
+                              options.chart_points);
     std::vector<double> sorted = ms_values;
     ms.duration_ms = ComputeStats(sorted);
     std::sort(sorted.begin(), sorted.end());
@@ -310,7 +317,8 @@ void BuildTraining(const store::StepTable& steps, const TimeRange& range,
                        thresholds.end());
       ms.outlier_above_ms = thresholds[thresholds.size() / 2];
       ms.outlier_count = static_cast<int64_t>(out.size());
-      std::sort(out.begin(), out.end(), [&](size_t a, size_t b) { return ms_values[a] > ms_values[b]; });
+      std::sort(out.begin(), out.end(),
+                [&](size_t a, size_t b) { return ms_values[a] > ms_values[b]; });
       if (out.size() > 50) out.resize(50);
       std::sort(out.begin(), out.end(), [&](size_t a, size_t b) { return ts[a] < ts[b]; });
       for (size_t k : out) {
@@ -417,7 +425,8 @@ Status BuildOperators(store::RunReader& reader, Report& report) {
         memset += events.duration_ns[i];
       } else {
         auto [it, inserted] = is_comm.emplace(events.name[i], false);
-        if (inserted) it->second = Lower(events.names.at(events.name[i])).find("nccl") != std::string::npos;
+        if (inserted)
+          it->second = Lower(events.names.at(events.name[i])).find("nccl") != std::string::npos;
         (it->second ? comm : kernel) += events.duration_ns[i];
       }
     } else {
@@ -459,7 +468,8 @@ Status BuildDataLoader(store::RunReader& reader, const store::StepTable& steps,
   TP_ASSIGN_OR_RETURN(auto annotations, reader.Annotations());
   for (const auto& [node, a] : annotations) {
     std::string key = Lower(a.key);
-    if (key.find("dataloader") == std::string::npos && key.find("data_loader") == std::string::npos) {
+    if (key.find("dataloader") == std::string::npos &&
+        key.find("data_loader") == std::string::npos) {
       continue;
     }
     d.config.emplace_back(a.key, a.value);
@@ -486,7 +496,8 @@ Status BuildDataLoader(store::RunReader& reader, const store::StepTable& steps,
   d.wait_ms = ComputeStats(waits);
   std::sort(waits.begin(), waits.end());
   d.wait_histogram_ms = MakeHistogram(waits, options.histogram_bins);
-  if (step_total > 0) d.wait_share = static_cast<double>(wait_total) / static_cast<double>(step_total);
+  if (step_total > 0)
+    d.wait_share = static_cast<double>(wait_total) / static_cast<double>(step_total);
 
   std::string text;
   if (d.wait_share) {
@@ -562,9 +573,9 @@ Status AttachEvidence(store::RunReader& reader, const store::StepTable& steps,
 void BuildDataQuality(store::RunReader& reader, const std::map<std::string, int64_t>& counters,
                       Report& report) {
   DataQuality& dq = report.data_quality;
-  const char* kKnown[] = {model::dq::kDroppedEvents,   model::dq::kDroppedSamples,
+  const char* kKnown[] = {model::dq::kDroppedEvents,    model::dq::kDroppedSamples,
                           model::dq::kSamplingOverruns, model::dq::kParseErrors,
-                          model::dq::kCorruptChunks,   model::dq::kWriteErrors,
+                          model::dq::kCorruptChunks,    model::dq::kWriteErrors,
                           model::dq::kClockSkewEvents};
   std::set<std::string> seen;
   for (const char* name : kKnown) {
@@ -572,8 +583,10 @@ void BuildDataQuality(store::RunReader& reader, const std::map<std::string, int6
     // A counter nobody stored was never measured by this run's source: n/a, not 0... except
     // that the store writes only non-zero counters, so a run recorded by trainprof shows 0.
     std::optional<int64_t> value;
-    if (it != counters.end()) value = it->second;
-    else if (report.summary.source == "record" || report.summary.source == "agent") value = 0;
+    if (it != counters.end())
+      value = it->second;
+    else if (report.summary.source == "record" || report.summary.source == "agent")
+      value = 0;
     dq.counters.emplace_back(name, value);
     seen.insert(name);
   }
@@ -584,14 +597,16 @@ void BuildDataQuality(store::RunReader& reader, const std::map<std::string, int6
   for (const auto& node : report.nodes) {
     std::set<std::string> present;
     for (const auto& m : node.metrics) present.insert(m.metric);
-    std::vector<std::string> expected = {
-        "cpu_utilization_ratio",         "cpu_iowait_ratio",
-        "memory_used_bytes",             "network_receive_bytes_per_second",
-        "network_transmit_bytes_per_second", "disk_read_bytes_per_second",
-        "disk_write_bytes_per_second"};
+    std::vector<std::string> expected = {"cpu_utilization_ratio",
+                                         "cpu_iowait_ratio",
+                                         "memory_used_bytes",
+                                         "network_receive_bytes_per_second",
+                                         "network_transmit_bytes_per_second",
+                                         "disk_read_bytes_per_second",
+                                         "disk_write_bytes_per_second"};
     if (!node.gpu_names.empty() || present.count("gpu_utilization_ratio")) {
-      for (const char* g : {"gpu_utilization_ratio", "gpu_memory_used_bytes",
-                            "gpu_memory_utilization_ratio"}) {
+      for (const char* g :
+           {"gpu_utilization_ratio", "gpu_memory_used_bytes", "gpu_memory_utilization_ratio"}) {
         expected.push_back(g);
       }
     }
@@ -653,22 +668,21 @@ void BuildVerdict(const GpuTotals& gpu, Report& report) {
   // severity and violations.
   std::vector<std::pair<double, Recommendation>> candidates;
   if (dl.wait_share && *dl.wait_share > 0.1) {
-    std::string detail = "Waiting for data takes " + FormatPercent(*dl.wait_share) +
-                         " of training step time";
+    std::string detail =
+        "Waiting for data takes " + FormatPercent(*dl.wait_share) + " of training step time";
     if (dl.workers) detail += " with " + std::to_string(*dl.workers) + " loader workers";
     if (dl.cpu_cores) detail += " on " + std::to_string(*dl.cpu_cores) + " cores";
     detail += ". Add loader workers, prefetch batches and pin host memory.";
-    candidates.push_back({3 + *dl.wait_share * 10, {"Feed the accelerators faster", detail,
-                                                "report heuristic"}});
+    candidates.push_back(
+        {3 + *dl.wait_share * 10, {"Feed the accelerators faster", detail, "report heuristic"}});
   }
   if (s.gpu_utilization_mean && *s.gpu_utilization_mean < 0.5 &&
       !(dl.wait_share && *dl.wait_share > 0.2)) {
-    candidates.push_back(
-        {(1 - *s.gpu_utilization_mean) * 5,
-         {"Give the GPUs more work", "Mean GPU utilisation is " +
-                                         FormatPercent(*s.gpu_utilization_mean) +
-                                         ". Raise the batch size or use fewer / smaller GPUs.",
-          "report heuristic"}});
+    candidates.push_back({(1 - *s.gpu_utilization_mean) * 5,
+                          {"Give the GPUs more work",
+                           "Mean GPU utilisation is " + FormatPercent(*s.gpu_utilization_mean) +
+                               ". Raise the batch size or use fewer / smaller GPUs.",
+                           "report heuristic"}});
   }
   for (const auto& m : report.training.modes) {
     if (m.count > 0 && m.outlier_count * 100 > m.count) {

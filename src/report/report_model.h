@@ -61,7 +61,7 @@ struct Summary {
   std::optional<int> exit_status;
   int node_count = 0;
   int gpu_count = 0;
-  std::optional<int> cpu_cores;  // summed over nodes, when every node knows its count
+  std::optional<int> cpu_cores;                // summed over nodes, when every node knows its count
   std::optional<double> gpu_utilization_mean;  // over every GPU sample of the run, 0..1
   std::optional<double> gpu_idle_share;        // share of GPU samples below kGpuIdleBelow
   std::string verdict;                         // one or two sentences
@@ -112,7 +112,7 @@ struct ModeSteps {
   int64_t total_ns = 0;
   Stats duration_ms;
   Histogram histogram_ms;
-  Band series_ms;                        // step duration over time
+  Band series_ms;                          // step duration over time
   std::optional<double> outlier_above_ms;  // median of the per-block thresholds (report.md)
   int64_t outlier_count = 0;
   std::vector<StepRef> outliers;  // the slowest outliers (at most 50)
@@ -144,7 +144,7 @@ struct OperatorRow {
 struct Operators {
   int64_t event_count = 0;
   int64_t cpu_total_ns = 0, gpu_total_ns = 0;
-  std::vector<OperatorRow> cpu, gpu;   // top by total time
+  std::vector<OperatorRow> cpu, gpu;     // top by total time
   std::vector<PartShare> gpu_breakdown;  // kernel / memcpy / memset / communication
 };
 

@@ -204,7 +204,8 @@ TEST_F(ReportTest, HtmlEscapesEverythingFromTracesAndUsers) {
   std::string html = RenderHtml(Build());
   // The only <script> tags are the page's own three.
   size_t count = 0;
-  for (size_t pos = html.find("<script"); pos != std::string::npos; pos = html.find("<script", pos + 1)) {
+  for (size_t pos = html.find("<script"); pos != std::string::npos;
+       pos = html.find("<script", pos + 1)) {
     ++count;
   }
   EXPECT_EQ(count, 3u);
@@ -212,8 +213,9 @@ TEST_F(ReportTest, HtmlEscapesEverythingFromTracesAndUsers) {
   EXPECT_EQ(html.find("<b>bold</b>"), std::string::npos);
   EXPECT_EQ(html.find("</td></tr></table> to do"), std::string::npos);
   EXPECT_NE(html.find("&lt;script&gt;alert(&quot;op&quot;)&lt;/script&gt;"), std::string::npos);
-  EXPECT_NE(html.find("--tag=&lt;script&gt;alert(&#39;cmd&#39;)&lt;/script&gt;"), std::string::npos);
-  EXPECT_EQ(html.find("http://"), std::string::npos);   // nothing to fetch
+  EXPECT_NE(html.find("--tag=&lt;script&gt;alert(&#39;cmd&#39;)&lt;/script&gt;"),
+            std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);  // nothing to fetch
   EXPECT_EQ(html.find("https://cdn"), std::string::npos);
   for (const char* id : {"summary", "phases", "system", "training", "operators", "data-loader",
                          "rules", "cost", "data-quality"}) {

@@ -58,7 +58,8 @@ Status WriteSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
   node.memory_total_bytes = 244LL << 30;
   node.instance_type = m.instance_type;
   for (int g = 0; g < o.gpus; ++g) {
-    node.gpus.push_back({g, "Tesla V100-SXM2-16GB", "GPU-synthetic-" + std::to_string(g), 16LL << 30});
+    node.gpus.push_back(
+        {g, "Tesla V100-SXM2-16GB", "GPU-synthetic-" + std::to_string(g), 16LL << 30});
   }
   TP_ASSIGN_OR_RETURN(auto w, store::OpenNodeWriter(dir, node));
 
@@ -85,7 +86,8 @@ Status WriteSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
   w->Annotate(train_begin, "dataloader.num_workers", "2");
   w->Annotate(train_begin, "dataloader.batch_size", "256");
   w->Annotate(train_begin, "dataloader.pin_memory", "false");
-  if (o.hostile_names) w->Annotate(train_begin, "dataloader.dataset", "\"imagenet\" <script>x()</script>");
+  if (o.hostile_names)
+    w->Annotate(train_begin, "dataloader.dataset", "\"imagenet\" <script>x()</script>");
 
   // Steps first, so that GPU utilisation can follow what the loop does.
   Noise noise(7);
@@ -112,10 +114,15 @@ Status WriteSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
     const char* mode = eval ? "eval" : "train";
     const double ms = static_cast<double>(kNanosPerMilli);
     const bool slow = ts > slow_from;
-    auto wait = static_cast<int64_t>(noise.Around(slow ? 0.6 : 0.05, 0.03) * static_cast<double>(o.step_ms) * ms);
+    auto wait = static_cast<int64_t>(noise.Around(slow ? 0.6 : 0.05, 0.03) *
+                                     static_cast<double>(o.step_ms) * ms);
     auto fwd = static_cast<int64_t>(noise.Around(0.33, 0.02) * static_cast<double>(o.step_ms) * ms);
-    int64_t bwd = eval ? 0 : static_cast<int64_t>(noise.Around(0.5, 0.03) * static_cast<double>(o.step_ms) * ms);
-    int64_t opt = eval ? 0 : static_cast<int64_t>(noise.Around(0.1, 0.01) * static_cast<double>(o.step_ms) * ms);
+    int64_t bwd =
+        eval ? 0
+             : static_cast<int64_t>(noise.Around(0.5, 0.03) * static_cast<double>(o.step_ms) * ms);
+    int64_t opt =
+        eval ? 0
+             : static_cast<int64_t>(noise.Around(0.1, 0.01) * static_cast<double>(o.step_ms) * ms);
     if (noise.Uniform() < 0.004) fwd *= 4;  // a rare slow step (a straggling batch)
     int64_t total = wait + fwd + bwd + opt;
     span("step", mode, step, ts, total);
@@ -156,7 +163,8 @@ Status WriteSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
 
   // System metrics at the sampling interval.
   std::vector<store::SeriesId> cores, gpu_util, gpu_mem_util, gpu_mem, gpu_power;
-  for (int c = 0; c < o.cores; ++c) cores.push_back(w->Series("cpu_utilization_ratio", "cpu" + std::to_string(c)));
+  for (int c = 0; c < o.cores; ++c)
+    cores.push_back(w->Series("cpu_utilization_ratio", "cpu" + std::to_string(c)));
   for (int g = 0; g < o.gpus; ++g) {
     std::string dev = "gpu" + std::to_string(g);
     gpu_util.push_back(w->Series("gpu_utilization_ratio", dev));

@@ -19,9 +19,9 @@ struct SyntheticRunOptions {
   int64_t interval_ms = 500;
   int cores = 8;
   int gpus = 2;
-  int64_t step_ms = 250;       // a training step's compute time before the loader slows
-  bool operators = true;       // write cpu_op / kernel / gpu_memcpy events for a few steps
-  bool hostile_names = true;   // op names, command and tags with <script> and quotes
+  int64_t step_ms = 250;      // a training step's compute time before the loader slows
+  bool operators = true;      // write cpu_op / kernel / gpu_memcpy events for a few steps
+  bool hostile_names = true;  // op names, command and tags with <script> and quotes
 };
 
 Status WriteSyntheticRun(const std::string& dir, const SyntheticRunOptions& options);

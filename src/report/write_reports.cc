@@ -49,7 +49,8 @@ StatusOr<std::string> FindChromium(const std::string& preferred) {
     if (IsExecutable(env)) return std::string(env);
     return NotFound(std::string("TRAINPROF_CHROMIUM=") + env + " is not an executable");
   }
-  for (const char* name : {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}) {
+  for (const char* name :
+       {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}) {
     std::string found = FindOnPath(name);
     if (!found.empty()) return found;
   }
@@ -65,18 +66,12 @@ Status PrintPdf(const std::string& chromium, const std::string& html_path,
   std::string abs_pdf = std::filesystem::absolute(pdf_path, ec).string();
   std::string profile = std::filesystem::temp_directory_path(ec).string() + "/trainprof-chromium-" +
                         std::to_string(getpid());
-  std::vector<std::string> args = {chromium,
-                                   "--headless",
-                                   "--no-sandbox",
-                                   "--disable-gpu",
-                                   "--no-first-run",
-                                   "--disable-extensions",
+  std::vector<std::string> args = {chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                                   "--no-first-run", "--disable-extensions",
                                    "--user-data-dir=" + profile,
                                    // Lets the charts' scripts run before printing.
-                                   "--virtual-time-budget=10000",
-                                   "--no-pdf-header-footer",
-                                   "--print-to-pdf=" + abs_pdf,
-                                   "file://" + abs_html};
+                                   "--virtual-time-budget=10000", "--no-pdf-header-footer",
+                                   "--print-to-pdf=" + abs_pdf, "file://" + abs_html};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -106,7 +101,8 @@ StatusOr<WrittenReports> WriteReports(const std::string& run_dir, const WriteOpt
   TP_ASSIGN_OR_RETURN(Report report, BuildReport(*reader, options.build));
   WrittenReports out;
   if (options.write_json) {
-    out.json_path = options.json_path.empty() ? JoinPath(run_dir, "report.json") : options.json_path;
+    out.json_path =
+        options.json_path.empty() ? JoinPath(run_dir, "report.json") : options.json_path;
     std::string text = ReportToJson(report).dump(1) + "\n";
     TP_RETURN_IF_ERROR(WriteFileAtomically(out.json_path, text));
     out.json_bytes = static_cast<int64_t>(text.size());
