@@ -14,6 +14,7 @@ constexpr AddCommandFn kCommands[] = {
     AddLsCommand,      AddShowCommand,  AddExportCommand,    AddDemoCommand,
     AddRecordCommand,  AddAgentCommand, AddMarkCommand,      AddImportCommand,
     AddAnalyzeCommand, AddCostCommand,  AddInstancesCommand,
+    AddReportCommand,
 };
 
 struct Planned {
@@ -25,7 +26,6 @@ struct Planned {
 // They answer "not implemented yet" until then. Remove a line when its command lands.
 constexpr Planned kPlanned[] = {
     {"rules", "Evaluate the profiler rules on a run"},
-    {"report", "Write the HTML / JSON / PDF report of a run"},
     {"serve", "Serve the live dashboard"},
     {"detail", "Ask a running job for detailed operator profiling"},
 };

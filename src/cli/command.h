@@ -37,5 +37,6 @@ void AddCostCommand(CLI::App& app, CommandAction* action);       // cost_command
 void AddInstancesCommand(CLI::App& app, CommandAction* action);  // instances_command.cc
 void AddImportCommand(CLI::App& app, CommandAction* action);
 void AddAnalyzeCommand(CLI::App& app, CommandAction* action);
+void AddReportCommand(CLI::App& app, CommandAction* action);
 
 }  // namespace trainprof::cli

@@ -56,4 +56,10 @@ struct DemoOptions {
 };
 Status RunDemo(const DemoOptions& options, std::ostream& out);
 
+struct ReportOptions {
+  std::string run;
+  std::string html_path, json_path, pdf_path;  // all empty: report.html + report.json in the run
+};
+Status RunReport(const ReportOptions& options, std::ostream& out);
+
 }  // namespace trainprof::cli

@@ -1,0 +1,54 @@
+// `trainprof report RUN [--out report.html] [--json report.json] [--pdf report.pdf]`: writes the
+// run's report. With no output option it writes report.html and report.json into the run.
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "report/write_reports.h"
+
+namespace trainprof::cli {
+
+Status RunReport(const ReportOptions& options, std::ostream& out) {
+  report::WriteOptions w;
+  const bool any =
+      !options.html_path.empty() || !options.json_path.empty() || !options.pdf_path.empty();
+  if (any) {
+    w.write_html = !options.html_path.empty();
+    w.write_json = !options.json_path.empty();
+  }
+  w.html_path = options.html_path;
+  w.json_path = options.json_path;
+  w.pdf_path = options.pdf_path;
+  if (!w.pdf_path.empty() && w.html_path.empty()) {
+    // The PDF is printed from an HTML file; keep it beside the PDF.
+    w.html_path = w.pdf_path + ".html";
+  }
+  TP_ASSIGN_OR_RETURN(auto written, report::WriteReports(options.run, w));
+  if (!written.html_path.empty()) {
+    out << "wrote " << written.html_path << " ("
+        << FormatBytes(static_cast<double>(written.html_bytes)) << ")\n";
+  }
+  if (!written.json_path.empty()) {
+    out << "wrote " << written.json_path << " ("
+        << FormatBytes(static_cast<double>(written.json_bytes)) << ")\n";
+  }
+  if (!written.pdf_path.empty()) out << "wrote " << written.pdf_path << "\n";
+  return OkStatus();
+}
+
+void AddReportCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<ReportOptions>();
+  auto* cmd = app.add_subcommand("report", "Write the HTML / JSON / PDF report of a run");
+  cmd->add_option("run", opts->run, "Run directory")->required();
+  cmd->add_option("--out", opts->html_path, "HTML file to write (default <run>/report.html)");
+  cmd->add_option("--json", opts->json_path, "JSON file to write (default <run>/report.json)");
+  cmd->add_option("--pdf", opts->pdf_path, "PDF file to write (needs Debian's chromium)");
+  cmd->footer("With no --out/--json/--pdf, writes report.html and report.json into the run.");
+  cmd->callback([opts, action] { action->run = [opts] { return RunReport(*opts, std::cout); }; });
+}
+
+}  // namespace trainprof::cli

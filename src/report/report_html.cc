@@ -1,0 +1,654 @@
+#include "report/report_html.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "base/time.h"
+#include "report/report_json.h"
+
+namespace trainprof::report {
+namespace assets {
+extern const std::string_view kDygraphsJs;
+extern const std::string_view kDygraphsCss;
+extern const std::string_view kDygraphsNotice;
+extern const std::string_view kReportJs;
+extern const std::string_view kReportCss;
+}  // namespace assets
+
+namespace {
+
+using nlohmann::json;
+
+__attribute__((format(printf, 1, 2))) std::string Printf(const char* fmt, ...) {
+  char buf[64];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  return buf;
+}
+
+std::string FormatValue(std::optional<double> v, const std::string& unit) {
+  if (!v) return "n/a";
+  double x = *v;
+  if (unit == "ratio" || unit == "share") return Printf("%.1f %%", x * 100);
+  if (unit == "bytes" || unit == "bytes_per_second") {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (std::abs(x) >= 1024 && i < 4) {
+      x /= 1024;
+      ++i;
+    }
+    std::string s = Printf(i == 0 ? "%.0f" : "%.1f", x) + " " + units[i];
+    return unit == "bytes" ? s : s + "/s";
+  }
+  if (unit == "watts") return Printf("%.0f W", x);
+  if (unit == "cores") return Printf("%.2f cores", x);
+  if (unit == "ms") return x >= 100 ? Printf("%.0f ms", x) : Printf("%.2f ms", x);
+  return Printf("%.4g", x);
+}
+
+std::string Duration(std::optional<int64_t> ns) { return ns ? FormatDuration(*ns) : "n/a"; }
+std::string Time(std::optional<int64_t> ns) { return ns ? FormatIso8601(*ns) : "n/a"; }
+
+std::string MetricTitle(const std::string& metric) {
+  static const std::pair<const char*, const char*> kTitles[] = {
+      {"cpu_utilization_ratio", "CPU utilisation"},
+      {"cpu_iowait_ratio", "CPU I/O wait"},
+      {"memory_used_bytes", "Memory used"},
+      {"memory_total_bytes", "Memory total"},
+      {"gpu_utilization_ratio", "GPU utilisation"},
+      {"gpu_memory_utilization_ratio", "GPU memory bandwidth utilisation"},
+      {"gpu_memory_used_bytes", "GPU memory used"},
+      {"gpu_memory_total_bytes", "GPU memory total"},
+      {"gpu_power_watts", "GPU power"},
+      {"network_receive_bytes_per_second", "Network receive"},
+      {"network_transmit_bytes_per_second", "Network transmit"},
+      {"disk_read_bytes_per_second", "Disk read"},
+      {"disk_write_bytes_per_second", "Disk write"},
+      {"process_cpu_utilization_ratio", "Training processes: CPU"},
+      {"process_resident_memory_bytes", "Training processes: resident memory"},
+  };
+  for (const auto& [m, t] : kTitles) {
+    if (metric == m) return t;
+  }
+  return metric;
+}
+
+// Collects the page's charts: each gets a placeholder div and one entry in the data block.
+class Charts {
+ public:
+  std::string Add(json spec) {
+    std::string id = "chart-" + std::to_string(specs_.size());
+    specs_.push_back(std::move(spec));
+    return "<div class=\"chart\" id=\"" + id + "\" data-chart=\"" +
+           std::to_string(specs_.size() - 1) + "\"></div>";
+  }
+  const json& specs() const { return specs_; }
+
+ private:
+  json specs_ = json::array();
+};
+
+// Four significant digits are all a chart can show; fewer digits keep large reports small.
+double Round4(double v) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  double scale = std::pow(10.0, 3 - static_cast<int>(std::floor(std::log10(std::abs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+json Rounded(const std::vector<double>& values) {
+  json a = json::array();
+  for (double v : values) a.push_back(Round4(v));
+  return a;
+}
+
+json BandSeries(const std::string& label, const Band& band) {
+  json x = json::array();
+  // Seconds with millisecond precision: what dygraphs' time axis takes (times 1000).
+  for (int64_t t : band.ts_ns) x.push_back(static_cast<double>(t / 1000000) / 1e3);
+  return {{"label", label},
+          {"x", x},
+          {"min", Rounded(band.min)},
+          {"mean", Rounded(band.mean)},
+          {"max", Rounded(band.max)}};
+}
+
+struct Page {
+  std::string html;
+  Charts charts;
+  void Add(std::string_view s) { html.append(s); }
+  void Text(std::string_view s) { html.append(HtmlEscape(s)); }
+  void Row(const std::vector<std::string>& escaped_cells, bool header = false) {
+    html += "<tr>";
+    for (const auto& c : escaped_cells)
+      html += (header ? "<th>" : "<td>") + c + (header ? "</th>" : "</td>");
+    html += "</tr>";
+  }
+  void Note(std::string_view s) {
+    html += "<p class=\"note\">";
+    Text(s);
+    html += "</p>";
+  }
+};
+
+std::string E(std::string_view s) { return HtmlEscape(s); }
+
+void StatsCells(std::vector<std::string>& row, const Stats& s, const std::string& unit) {
+  for (const auto& v : {s.p50, s.p95, s.p99, s.max, s.min, s.mean})
+    row.push_back(FormatValue(v, unit));
+}
+
+void RenderSummary(const Report& r, Page& p) {
+  const Summary& s = r.summary;
+  p.Add("<section id=\"summary\"><h2>Summary</h2><p class=\"verdict\">");
+  p.Text(s.verdict);
+  p.Add("</p>");
+  if (!s.top_changes.empty()) {
+    p.Add("<h3>Top things to change</h3><ol class=\"changes\">");
+    for (const auto& c : s.top_changes) {
+      p.Add("<li><strong>" + E(c.title) + "</strong> — " + E(c.detail) + " <span class=\"src\">(" +
+            E(c.source) + ")</span></li>");
+    }
+    p.Add("</ol>");
+  } else {
+    p.Note("Nothing stands out to change.");
+  }
+  std::string command;
+  for (const auto& a : s.command) command += (command.empty() ? "" : " ") + a;
+  std::string tags;
+  for (const auto& [k, v] : s.tags) tags += (tags.empty() ? "" : ", ") + k + "=" + v;
+  p.Add("<table class=\"facts\">");
+  auto fact = [&](const char* k, const std::string& v) { p.Row({k, E(v)}); };
+  fact("Job", s.name.empty() ? "n/a" : s.name);
+  fact("Run", s.run_id);
+  fact("Command", command.empty() ? "n/a" : command);
+  fact("Start", Time(s.start_ns));
+  fact("End", Time(s.end_ns));
+  fact("Duration", Duration(s.duration_ns));
+  fact("Exit status", s.exit_status ? std::to_string(*s.exit_status) : "n/a");
+  fact("Nodes", std::to_string(s.node_count));
+  fact("GPUs", std::to_string(s.gpu_count));
+  fact("CPU cores", s.cpu_cores ? std::to_string(*s.cpu_cores) : "n/a");
+  fact("Instance type", s.instance_type.empty() ? "n/a" : s.instance_type);
+  fact("Mean GPU utilisation", FormatValue(s.gpu_utilization_mean, "ratio"));
+  fact("GPU idle (below 10 %)", FormatValue(s.gpu_idle_share, "ratio"));
+  fact("Source", s.source);
+  if (!tags.empty()) fact("Tags", tags);
+  p.Add("</table></section>");
+}
+
+void RenderPhases(const Report& r, Page& p) {
+  p.Add("<section id=\"phases\"><h2>Phases</h2>");
+  if (r.phases.empty()) {
+    p.Note("n/a: the run holds no phase spans (category \"phase\").");
+    p.Add("</section>");
+    return;
+  }
+  int64_t start = r.summary.start_ns;
+  int64_t end = r.summary.end_ns.value_or(start);
+  for (const auto& ph : r.phases) {
+    start = std::min(start, ph.start_ns);
+    end = std::max(end, ph.start_ns + ph.duration_ns);
+  }
+  double span = static_cast<double>(std::max<int64_t>(1, end - start));
+  p.Add("<div class=\"timeline\">");
+  for (const auto& ph : r.phases) {
+    double left = static_cast<double>(ph.start_ns - start) / span * 100;
+    double width = std::max(0.3, static_cast<double>(ph.duration_ns) / span * 100);
+    p.Add("<div class=\"tl-row\"><span class=\"tl-label\">" + E(ph.name) +
+          "</span><span class=\"tl-track\"><span class=\"tl-bar phase-" + E(ph.name) +
+          "\" style=\"left:" + Printf("%.3f", left) + "%;width:" + Printf("%.3f", width) +
+          "%\" title=\"" + E(ph.name + ": " + FormatDuration(ph.duration_ns)) +
+          "\"></span></span></div>");
+  }
+  p.Add("</div><table><thead>");
+  p.Row({"Phase", "Node", "Start", "Duration", "Share of run"}, true);
+  p.Add("</thead><tbody>");
+  for (const auto& ph : r.phases) {
+    p.Row({E(ph.name), E(ph.node), FormatIso8601(ph.start_ns), FormatDuration(ph.duration_ns),
+           FormatValue(ph.share_of_run, "ratio")});
+  }
+  p.Add("</tbody></table></section>");
+}
+
+void RenderSystem(const Report& r, Page& p) {
+  p.Add("<section id=\"system\"><h2>System usage</h2>");
+  if (r.nodes.empty()) p.Note("n/a: no node stores in this run.");
+  for (const auto& n : r.nodes) {
+    p.Add("<h3>Node " + E(n.node) + "</h3><p class=\"note\">");
+    std::string facts =
+        (n.hostname.empty() ? "" : n.hostname + " · ") +
+        (n.cpu_model.empty() ? "CPU n/a" : n.cpu_model) + " · " +
+        (n.cpu_cores ? std::to_string(*n.cpu_cores) + " cores" : "cores n/a") + " · memory " +
+        FormatValue(n.memory_total_bytes
+                        ? std::optional<double>(static_cast<double>(*n.memory_total_bytes))
+                        : std::nullopt,
+                    "bytes") +
+        " · " + std::to_string(n.gpu_names.size()) + " GPU(s)" +
+        (n.gpu_names.empty() ? "" : " (" + n.gpu_names.front() + ")");
+    p.Text(facts);
+    p.Add("</p>");
+    if (n.metrics.empty()) p.Note("n/a: no system metrics were stored for this node.");
+    p.Add("<table class=\"stats\"><thead>");
+    p.Row({"Metric", "Device", "p50", "p95", "p99", "max", "min", "mean", "samples"}, true);
+    p.Add("</thead><tbody>");
+    for (const auto& m : n.metrics) {
+      for (const auto& d : m.devices) {
+        std::vector<std::string> row = {E(MetricTitle(m.metric)),
+                                        E(d.device.empty() ? "—" : d.device)};
+        StatsCells(row, d.stats, m.unit);
+        row.push_back(std::to_string(d.stats.count));
+        p.Row(row);
+      }
+    }
+    p.Add("</tbody></table>");
+    if (!n.heatmap.rows.empty()) {
+      json cells = json::array();
+      for (const auto& row : n.heatmap.cells) {
+        json jr = json::array();
+        for (const auto& c : row)
+          jr.push_back(c ? json(std::round(*c * 1000) / 1000) : json(nullptr));
+        cells.push_back(jr);
+      }
+      p.Add("<h4>Utilisation heatmap (cores and GPUs × time)</h4>");
+      p.Add(p.charts.Add({{"kind", "heatmap"},
+                          {"rows", n.heatmap.rows},
+                          {"start_s", static_cast<double>(n.heatmap.start_ns) / 1e9},
+                          {"bucket_s", static_cast<double>(n.heatmap.bucket_ns) / 1e9},
+                          {"cells", cells}}));
+    }
+    p.Add("<div class=\"grid\">");
+    for (const auto& m : n.metrics) {
+      json series = json::array();
+      for (const auto& d : m.devices) {
+        if (d.band.size() == 0) continue;
+        series.push_back(BandSeries(d.device.empty() ? m.metric : d.device, d.band));
+      }
+      if (series.empty()) continue;
+      p.Add("<figure><figcaption>" + E(MetricTitle(m.metric)) + "</figcaption>");
+      p.Add(p.charts.Add({{"kind", "band"}, {"unit", m.unit}, {"series", series}}));
+      p.Add("</figure>");
+    }
+    p.Add("</div>");
+  }
+  p.Add("</section>");
+}
+
+json HistSpec(const Histogram& h, const std::string& unit) {
+  return {{"kind", "hist"}, {"unit", unit}, {"edges", h.edges}, {"counts", h.counts}};
+}
+
+void RenderTraining(const Report& r, Page& p) {
+  const TrainingLoop& t = r.training;
+  p.Add("<section id=\"training\"><h2>Training loop</h2>");
+  if (t.modes.empty()) {
+    p.Note(
+        "n/a: the run holds no step spans (category \"step\"); instrument the training loop "
+        "to see step times.");
+    p.Add("</section>");
+    return;
+  }
+  p.Add("<table class=\"stats\"><thead>");
+  p.Row({"Mode", "Steps", "Total", "p50", "p95", "p99", "max", "min", "mean", "Outliers"}, true);
+  p.Add("</thead><tbody>");
+  for (const auto& m : t.modes) {
+    std::vector<std::string> row = {E(m.mode), std::to_string(m.count), FormatDuration(m.total_ns)};
+    StatsCells(row, m.duration_ms, "ms");
+    row.push_back(std::to_string(m.outlier_count) + " (typically above " +
+                  FormatValue(m.outlier_above_ms, "ms") + ")");
+    p.Row(row);
+  }
+  p.Add("</tbody></table><p>Train/eval time ratio: <strong>" +
+        (t.train_eval_ratio ? Printf("%.2f", *t.train_eval_ratio) : std::string("n/a")) +
+        "</strong></p>");
+  if (!t.parts.empty()) {
+    p.Add("<h3>Where step time goes</h3><div class=\"stack\">");
+    for (const auto& part : t.parts) {
+      double w = part.share.value_or(0) * 100;
+      if (w <= 0) continue;
+      p.Add("<span class=\"part part-" + E(part.part) + "\" style=\"width:" + Printf("%.3f", w) +
+            "%\" title=\"" + E(part.part + " " + FormatValue(part.share, "ratio")) + "\">" +
+            (w > 6 ? E(part.part) : std::string()) + "</span>");
+    }
+    p.Add("</div><table><thead>");
+    p.Row({"Part", "Total", "Share of step time"}, true);
+    p.Add("</thead><tbody>");
+    for (const auto& part : t.parts) {
+      p.Row({E(part.part), FormatDuration(part.total_ns), FormatValue(part.share, "ratio")});
+    }
+    p.Add("</tbody></table>");
+  } else {
+    p.Note("n/a: no data_wait / forward / backward / optimizer spans were recorded.");
+  }
+  p.Add("<div class=\"grid\">");
+  for (const auto& m : t.modes) {
+    json markers = json::array();
+    for (const auto& o : m.outliers) {
+      markers.push_back({{"x", static_cast<double>(o.start_ns) / 1e9},
+                         {"y", static_cast<double>(o.duration_ns) / 1e6}});
+    }
+    p.Add("<figure><figcaption>Step time over time: " + E(m.mode) + "</figcaption>");
+    p.Add(p.charts.Add({{"kind", "band"},
+                        {"unit", "ms"},
+                        {"series", json::array({BandSeries(m.mode + " step", m.series_ms)})},
+                        {"markers", markers}}));
+    p.Add("</figure><figure><figcaption>Step time histogram: " + E(m.mode) + "</figcaption>");
+    p.Add(p.charts.Add(HistSpec(m.histogram_ms, "ms")));
+    p.Add("</figure>");
+  }
+  p.Add("</div>");
+  if (t.ranks.size() > 1) {
+    p.Add("<h3>Per rank</h3><table class=\"stats\"><thead>");
+    p.Row({"Node", "Rank", "Mode", "p50", "p95", "p99", "max", "min", "mean", "steps"}, true);
+    p.Add("</thead><tbody>");
+    for (const auto& rk : t.ranks) {
+      std::vector<std::string> row = {E(rk.node), rk.rank ? std::to_string(*rk.rank) : "n/a",
+                                      E(rk.mode)};
+      StatsCells(row, rk.duration_ms, "ms");
+      row.push_back(std::to_string(rk.duration_ms.count));
+      p.Row(row);
+    }
+    p.Add("</tbody></table>");
+  }
+  p.Add("</section>");
+}
+
+void OperatorTable(const std::vector<OperatorRow>& rows, Page& p) {
+  p.Add("<table class=\"ops\"><thead>");
+  p.Row({"Operator", "Category", "Calls", "Total", "Mean", "Share"}, true);
+  p.Add("</thead><tbody>");
+  for (const auto& o : rows) {
+    p.Row({"<code>" + E(o.name) + "</code>", E(o.category), std::to_string(o.count),
+           FormatDuration(o.total_ns), FormatDuration(static_cast<int64_t>(o.mean_ns)),
+           FormatValue(o.share, "ratio")});
+  }
+  p.Add("</tbody></table>");
+}
+
+void RenderOperators(const Report& r, Page& p) {
+  const Operators& o = r.operators;
+  p.Add("<section id=\"operators\"><h2>Operators</h2>");
+  if (o.event_count == 0) {
+    p.Note(
+        "n/a: no detailed-profiling events (cpu_op, kernel, gpu_memcpy...) in this run. "
+        "Ask for detailed profiling or import a Kineto trace to see operators.");
+    p.Add("</section>");
+    return;
+  }
+  if (!o.gpu_breakdown.empty()) {
+    p.Add("<h3>GPU time</h3><table><thead>");
+    p.Row({"Kind", "Total", "Share of GPU time"}, true);
+    p.Add("</thead><tbody>");
+    for (const auto& b : o.gpu_breakdown) {
+      p.Row({E(b.part), FormatDuration(b.total_ns), FormatValue(b.share, "ratio")});
+    }
+    p.Add("</tbody></table><h3>Top GPU operators</h3>");
+    OperatorTable(o.gpu, p);
+  }
+  if (!o.cpu.empty()) {
+    p.Add("<h3>Top CPU operators</h3>");
+    OperatorTable(o.cpu, p);
+  }
+  p.Add("</section>");
+}
+
+void RenderDataLoader(const Report& r, Page& p) {
+  const DataLoader& d = r.data_loader;
+  p.Add("<section id=\"data-loader\"><h2>Data loader</h2><p>");
+  p.Text(d.assessment);
+  p.Add("</p><table class=\"facts\">");
+  p.Row({"Workers", d.workers ? std::to_string(*d.workers) : "n/a"});
+  p.Row({"CPU cores", d.cpu_cores ? std::to_string(*d.cpu_cores) : "n/a"});
+  p.Row({"Wait share of train step time", FormatValue(d.wait_share, "ratio")});
+  p.Row({"Steps with a data_wait span", std::to_string(d.steps_with_wait)});
+  p.Row({"Wait p50 / p95 / max", FormatValue(d.wait_ms.p50, "ms") + " / " +
+                                     FormatValue(d.wait_ms.p95, "ms") + " / " +
+                                     FormatValue(d.wait_ms.max, "ms")});
+  p.Add("</table>");
+  if (!d.config.empty()) {
+    p.Add("<h3>Configuration</h3><table><thead>");
+    p.Row({"Setting", "Value"}, true);
+    p.Add("</thead><tbody>");
+    for (const auto& [k, v] : d.config) p.Row({E(k), E(v)});
+    p.Add("</tbody></table>");
+  } else {
+    p.Note("Configuration n/a: no data loader annotations were stored.");
+  }
+  if (d.steps_with_wait > 0) {
+    p.Add("<figure><figcaption>Data wait per step</figcaption>");
+    p.Add(p.charts.Add(HistSpec(d.wait_histogram_ms, "ms")));
+    p.Add("</figure>");
+  }
+  p.Add("</section>");
+}
+
+void RenderRules(const Report& r, Page& p) {
+  const RulesSection& rs = r.rules;
+  p.Add("<section id=\"rules\"><h2>Rules</h2>");
+  if (!rs.note.empty()) p.Note(rs.note);
+  if (rs.rules.empty()) {
+    p.Note(rs.available ? "No rule fired." : "n/a: rules were not evaluated.");
+    p.Add("</section>");
+    return;
+  }
+  p.Add("<table><thead>");
+  p.Row(
+      {"Rule", "Triggered", "Severity", "Violations", "Datapoints", "Parameters", "Recommendation"},
+      true);
+  p.Add("</thead><tbody>");
+  for (const auto& rule : rs.rules) {
+    p.Row({E(rule.name), rule.triggered ? "<strong class=\"bad\">yes</strong>" : "no",
+           E(rule.severity.empty() ? "—" : rule.severity),
+           rule.violations ? std::to_string(*rule.violations) : "n/a",
+           rule.datapoints ? std::to_string(*rule.datapoints) : "n/a",
+           "<code>" + E(rule.parameters_json.empty() ? "n/a" : rule.parameters_json) + "</code>",
+           E(rule.recommendation)});
+  }
+  p.Add("</tbody></table>");
+  for (const auto& rule : rs.rules) {
+    if (!rule.triggered) continue;
+    p.Add("<div class=\"rule\"><h3>" + E(rule.name) + "</h3>");
+    for (const auto& f : rule.findings) {
+      const auto& fd = f.finding;
+      p.Add("<div class=\"finding\"><p><span class=\"sev sev-" +
+            E(model::SeverityName(fd.severity)) + "\">" + E(model::SeverityName(fd.severity)) +
+            "</span> ");
+      p.Text(fd.message);
+      p.Add("</p><p class=\"note\">");
+      p.Text((fd.node.empty() ? "" : "node " + fd.node + " · ") +
+             (fd.device.empty() ? "" : "device " + fd.device + " · ") + FormatIso8601(fd.start_ns) +
+             " → " + FormatIso8601(fd.end_ns));
+      p.Add("</p><details><summary>Evidence</summary><pre>");
+      p.Text(fd.evidence_json);
+      p.Add("</pre></details>");
+      if (f.evidence.size() > 0) {
+        std::string unit = f.evidence_metric == "step_duration_ms" ? "ms" : "ratio";
+        p.Add(p.charts.Add(
+            {{"kind", "band"},
+             {"unit", unit},
+             {"series",
+              json::array({BandSeries(
+                  f.evidence_metric + (f.evidence_device.empty() ? "" : " " + f.evidence_device),
+                  f.evidence)})},
+             {"highlight",
+              {static_cast<double>(fd.start_ns) / 1e9, static_cast<double>(fd.end_ns) / 1e9}}}));
+      }
+      p.Add("</div>");
+    }
+    p.Add("</div>");
+  }
+  p.Add("</section>");
+}
+
+void RenderCost(const Report& r, Page& p) {
+  const CostSection& c = r.cost;
+  p.Add("<section id=\"cost\"><h2>Cost</h2>");
+  if (!c.available) {
+    p.Note(c.note.empty() ? "Cost not available." : c.note);
+    p.Add("</section>");
+    return;
+  }
+  auto usd = [](std::optional<double> v) { return v ? Printf("$%.2f", *v) : std::string("n/a"); };
+  p.Add("<table class=\"facts\">");
+  p.Row({"Instance type", E(c.instance_type.empty() ? "n/a" : c.instance_type)});
+  p.Row({"Price per hour", usd(c.price_usd_per_hour) + " <span class=\"src\">(" +
+                               E(c.price_source) + ", " + E(c.price_date) + ")</span>"});
+  p.Row({"Total", usd(c.total_usd)});
+  p.Row({"Idle accelerators", usd(c.idle_accelerator_usd)});
+  p.Row({"Per step", c.cost_per_step_usd ? Printf("$%.5f", *c.cost_per_step_usd) : "n/a"});
+  p.Add("</table>");
+  if (!c.cost_by_phase_usd.empty()) {
+    p.Add("<h3>By phase</h3><table><thead>");
+    p.Row({"Phase", "Cost"}, true);
+    p.Add("</thead><tbody>");
+    for (const auto& [phase, v] : c.cost_by_phase_usd) p.Row({E(phase), usd(v)});
+    p.Add("</tbody></table>");
+  }
+  if (!c.what_ifs.empty()) {
+    p.Add("<h3>What if</h3><table><thead>");
+    p.Row({"Change", "Cost", "Saving"}, true);
+    p.Add("</thead><tbody>");
+    for (const auto& w : c.what_ifs) p.Row({E(w.description), usd(w.cost_usd), usd(w.saving_usd)});
+    p.Add("</tbody></table>");
+  }
+  if (!c.note.empty()) p.Note(c.note);
+  p.Add("</section>");
+}
+
+void RenderDataQuality(const Report& r, Page& p) {
+  const DataQuality& dq = r.data_quality;
+  p.Add("<section id=\"data-quality\"><h2>Data quality</h2><table><thead>");
+  p.Row({"Counter", "Value"}, true);
+  p.Add("</thead><tbody>");
+  for (const auto& [name, v] : dq.counters) {
+    p.Row({E(name), v ? std::to_string(*v) : "n/a"});
+  }
+  p.Add("</tbody></table>");
+  if (!dq.absent_metrics.empty()) {
+    p.Add("<h3>Not measured</h3><ul>");
+    for (const auto& a : dq.absent_metrics) p.Add("<li>" + E(a) + "</li>");
+    p.Add("</ul>");
+  }
+  if (!dq.problems.empty()) {
+    p.Add("<h3>Read problems</h3><ul>");
+    for (const auto& a : dq.problems) p.Add("<li>" + E(a) + "</li>");
+    p.Add("</ul>");
+  }
+  p.Add("</section>");
+}
+
+}  // namespace
+
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string JsonForScript(const std::string& json_text) {
+  std::string out;
+  out.reserve(json_text.size() + 64);
+  for (size_t i = 0; i < json_text.size(); ++i) {
+    char c = json_text[i];
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else if (c == '\xe2' && i + 2 < json_text.size() && json_text[i + 1] == '\x80' &&
+               (json_text[i + 2] == '\xa8' || json_text[i + 2] == '\xa9')) {
+      out += json_text[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderHtml(const Report& r) {
+  Page p;
+  p.html.reserve(1 << 20);
+  std::string title =
+      "trainprof report: " + (r.summary.name.empty() ? r.summary.run_id : r.summary.name);
+  p.Add(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      // No network: everything is inline, and the policy forbids fetching anything else.
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">"
+      "<meta name=\"generator\" content=\"" +
+      E(r.generator) + "\"><title>");
+  p.Text(title);
+  p.Add("</title><style>");
+  p.Add(assets::kDygraphsCss);
+  p.Add("\n");
+  p.Add(assets::kReportCss);
+  p.Add("</style></head><body><header><h1>");
+  p.Text(title);
+  p.Add("</h1><p class=\"note\">");
+  p.Text(r.run_dir + " · generated " + FormatIso8601(r.generated_ns) + " by " + r.generator +
+         " · schema " + std::to_string(r.schema_version));
+  p.Add("</p><nav>");
+  for (const auto& [id, name] :
+       std::vector<std::pair<const char*, const char*>>{{"summary", "Summary"},
+                                                        {"phases", "Phases"},
+                                                        {"system", "System"},
+                                                        {"training", "Training loop"},
+                                                        {"operators", "Operators"},
+                                                        {"data-loader", "Data loader"},
+                                                        {"rules", "Rules"},
+                                                        {"cost", "Cost"},
+                                                        {"data-quality", "Data quality"}}) {
+    p.Add(std::string("<a href=\"#") + id + "\">" + name + "</a>");
+  }
+  p.Add("</nav></header><main>");
+  RenderSummary(r, p);
+  RenderPhases(r, p);
+  RenderSystem(r, p);
+  RenderTraining(r, p);
+  RenderOperators(r, p);
+  RenderDataLoader(r, p);
+  RenderRules(r, p);
+  RenderCost(r, p);
+  RenderDataQuality(r, p);
+  p.Add(
+      "</main><footer><details><summary>Third-party notices</summary><p>Charts drawn with "
+      "dygraphs (MIT licence), embedded from Debian's libjs-dygraphs:</p><pre>");
+  p.Text(assets::kDygraphsNotice);
+  p.Add("</pre></details></footer>");
+  p.Add("<script type=\"application/json\" id=\"tp-charts\">");
+  p.Add(JsonForScript(p.charts.specs().dump(-1, ' ', /*ensure_ascii=*/true)));
+  p.Add("</script><script>");
+  p.Add(assets::kDygraphsJs);
+  p.Add("</script><script>");
+  p.Add(assets::kReportJs);
+  p.Add("</script></body></html>\n");
+  return std::move(p.html);
+}
+
+}  // namespace trainprof::report

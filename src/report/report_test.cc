@@ -1,0 +1,274 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "base/files.h"
+#include "base/time.h"
+#include "report/report_html.h"
+#include "report/report_json.h"
+#include "report/report_model.h"
+#include "report/synthetic_run.h"
+#include "report/write_reports.h"
+#include "store/run_directory.h"
+#include "store/run_reader.h"
+
+namespace trainprof::report {
+namespace {
+
+std::string TempDir() {
+  std::string tmpl = "/tmp/trainprof_report_XXXXXX";
+  return mkdtemp(tmpl.data());
+}
+
+TEST(StatsTest, PercentilesAreNearestRank) {
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  Stats s = ComputeStats(v);
+  EXPECT_EQ(s.count, 100);
+  EXPECT_EQ(*s.min, 1);
+  EXPECT_EQ(*s.p50, 50);
+  EXPECT_EQ(*s.p95, 95);
+  EXPECT_EQ(*s.p99, 99);
+  EXPECT_EQ(*s.max, 100);
+  EXPECT_DOUBLE_EQ(*s.mean, 50.5);
+}
+
+TEST(StatsTest, EmptyIsAbsentNotZero) {
+  std::vector<double> v = {std::nan("")};
+  Stats s = ComputeStats(v);
+  EXPECT_EQ(s.count, 0);
+  EXPECT_FALSE(s.p50.has_value());
+  EXPECT_FALSE(s.max.has_value());
+}
+
+TEST(DownsampleTest, KeepsSpikesPerBucket) {
+  std::vector<int64_t> ts;
+  std::vector<double> v;
+  for (int i = 0; i < 1000; ++i) {
+    ts.push_back(i);
+    v.push_back(i == 503 ? 99.0 : (i == 7 ? -5.0 : 1.0));
+  }
+  Band b = Downsample(ts.data(), v.data(), ts.size(), 0, 1000, 10);
+  ASSERT_EQ(b.size(), 10u);
+  EXPECT_EQ(b.max[5], 99.0);
+  EXPECT_EQ(b.min[0], -5.0);
+  EXPECT_EQ(b.max[4], 1.0);
+  EXPECT_NEAR(b.mean[5], (99.0 + 99) / 100, 1e-9);
+}
+
+TEST(DownsampleTest, EmptyBucketsAreLeftOut) {
+  std::vector<int64_t> ts = {0, 950};
+  std::vector<double> v = {1, 2};
+  Band b = Downsample(ts.data(), v.data(), 2, 0, 1000, 10);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b.ts_ns[1], 900);
+}
+
+TEST(HistogramTest, CountsEveryValue) {
+  std::vector<double> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(i % 10);
+  v.push_back(1e6);  // one huge outlier lands in the last bucket, not in its own range
+  std::sort(v.begin(), v.end());
+  Histogram h = MakeHistogram(v, 10);
+  ASSERT_EQ(h.counts.size(), 10u);
+  ASSERT_EQ(h.edges.size(), 11u);
+  int64_t sum = 0;
+  for (auto c : h.counts) sum += c;
+  EXPECT_EQ(sum, 1001);
+  EXPECT_LT(h.edges.back(), 100);
+}
+
+TEST(EscapeTest, HtmlAndScript) {
+  EXPECT_EQ(HtmlEscape("<script>\"a\" & 'b'</script>"),
+            "&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt;");
+  EXPECT_EQ(JsonForScript(R"({"a":"</script><b>&"})"),
+            R"({"a":"\u003c/script\u003e\u003cb\u003e\u0026"})");
+  EXPECT_EQ(JsonForScript("\"\xe2\x80\xa8\""), "\"\\u2028\"");
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(TempDir() + "/run");
+    SyntheticRunOptions o;
+    o.duration_s = 1200;
+    o.interval_ms = 500;
+    o.cores = 8;
+    o.gpus = 2;
+    ASSERT_TRUE(WriteSyntheticRun(*dir_, o).ok());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(std::filesystem::path(*dir_).parent_path());
+    delete dir_;
+  }
+  Report Build() {
+    auto reader = store::RunReader::Open(*dir_);
+    EXPECT_TRUE(reader.ok()) << reader.status().message();
+    auto report = BuildReport(**reader);
+    EXPECT_TRUE(report.ok()) << report.status().message();
+    return std::move(*report);
+  }
+  static std::string* dir_;
+};
+std::string* ReportTest::dir_ = nullptr;
+
+TEST_F(ReportTest, SummaryAndVerdict) {
+  Report r = Build();
+  EXPECT_EQ(r.summary.node_count, 1);
+  EXPECT_EQ(r.summary.gpu_count, 2);
+  EXPECT_EQ(*r.summary.cpu_cores, 8);
+  EXPECT_EQ(*r.summary.duration_ns, 1200 * kNanosPerSecond);
+  ASSERT_TRUE(r.summary.gpu_utilization_mean);
+  EXPECT_GT(*r.summary.gpu_utilization_mean, 0.2);
+  EXPECT_LT(*r.summary.gpu_utilization_mean, 0.9);
+  EXPECT_NE(r.summary.verdict.find("GPUs were busy"), std::string::npos) << r.summary.verdict;
+  EXPECT_NE(r.summary.verdict.find("data loader is the bottleneck"), std::string::npos)
+      << r.summary.verdict;
+  ASSERT_EQ(r.summary.top_changes.size(), 3u);
+  // The critical rule first, then the strongest heuristic.
+  EXPECT_EQ(r.summary.top_changes[0].source, "rule Dataloader");
+  EXPECT_EQ(r.summary.top_changes[1].title, "Feed the accelerators faster");
+}
+
+TEST_F(ReportTest, PhasesSystemAndTraining) {
+  Report r = Build();
+  ASSERT_EQ(r.phases.size(), 6u);
+  EXPECT_EQ(r.phases[0].name, "download");
+  EXPECT_NEAR(*r.phases[0].share_of_run, 0.03, 1e-6);
+  ASSERT_EQ(r.nodes.size(), 1u);
+  const NodeUsage& n = r.nodes[0];
+  EXPECT_EQ(n.metrics[0].metric, "cpu_utilization_ratio");
+  EXPECT_EQ(n.metrics[0].devices.size(), 9u);  // cpu0..cpu7 and total
+  EXPECT_EQ(n.metrics[0].devices[0].device, "cpu0");
+  EXPECT_EQ(n.metrics[0].devices[0].band.size(), 0u);  // per core: heatmap only
+  EXPECT_EQ(n.metrics[0].devices[0].stats.count, 2400);
+  EXPECT_EQ(n.heatmap.rows.size(), 10u);  // 8 cores + 2 GPUs
+  EXPECT_EQ(n.heatmap.rows.back(), "gpu1");
+  ASSERT_EQ(r.training.modes.size(), 2u);
+  EXPECT_EQ(r.training.modes[0].mode, "eval");
+  EXPECT_EQ(r.training.modes[1].mode, "train");
+  EXPECT_GT(r.training.modes[1].outlier_count, 0);
+  ASSERT_TRUE(r.training.train_eval_ratio);
+  EXPECT_GT(*r.training.train_eval_ratio, 3);
+  double sum = 0;
+  for (const auto& p : r.training.parts) sum += *p.share;
+  EXPECT_NEAR(sum, 1.0, 1e-9);
+  EXPECT_EQ(r.training.parts[0].part, "data_wait");
+}
+
+TEST_F(ReportTest, OperatorsLoaderRulesCostQuality) {
+  Report r = Build();
+  ASSERT_FALSE(r.operators.gpu.empty());
+  EXPECT_EQ(r.operators.gpu_breakdown.size(), 4u);
+  EXPECT_EQ(r.operators.gpu_breakdown[3].part, "communication");
+  EXPECT_GT(*r.operators.gpu_breakdown[3].share, 0.1);
+  EXPECT_EQ(*r.data_loader.workers, 2);
+  EXPECT_GT(*r.data_loader.wait_share, 0.2);
+  ASSERT_EQ(r.rules.rules.size(), 3u);
+  const RuleResult* low = nullptr;
+  for (const auto& rule : r.rules.rules) {
+    if (rule.name == "LowGPUUtilization") low = &rule;
+  }
+  ASSERT_NE(low, nullptr);
+  EXPECT_TRUE(low->triggered);
+  EXPECT_FALSE(low->datapoints.has_value());
+  ASSERT_EQ(low->findings.size(), 1u);
+  EXPECT_EQ(low->findings[0].evidence_metric, "gpu_utilization_ratio");
+  EXPECT_GT(low->findings[0].evidence.size(), 10u);
+  EXPECT_FALSE(r.cost.available);
+  EXPECT_NE(r.cost.note.find("not available"), std::string::npos);
+  bool overruns = false;
+  for (const auto& [name, v] : r.data_quality.counters) {
+    if (name == "sampling_overruns") overruns = v && *v == 3;
+    if (name == "parse_errors") {
+      EXPECT_FALSE(v.has_value());  // not measured: n/a
+    }
+  }
+  EXPECT_TRUE(overruns);
+}
+
+TEST_F(ReportTest, JsonHasStableKeys) {
+  nlohmann::json j = ReportToJson(Build());
+  for (const char* k : {"schema_version", "summary", "phases", "system", "training", "operators",
+                        "data_loader", "rules", "cost", "data_quality"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_TRUE(j["cost"]["total_usd"].is_null());
+  EXPECT_EQ(j["summary"]["gpus"], 2);
+  EXPECT_TRUE(j["system"]["nodes"][0]["metrics"][0]["devices"][0]["stats"].contains("p99"));
+}
+
+TEST_F(ReportTest, HtmlEscapesEverythingFromTracesAndUsers) {
+  std::string html = RenderHtml(Build());
+  // The only <script> tags are the page's own three.
+  size_t count = 0;
+  for (size_t pos = html.find("<script"); pos != std::string::npos;
+       pos = html.find("<script", pos + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 3u);
+  EXPECT_EQ(html.find("<img src=x"), std::string::npos);
+  EXPECT_EQ(html.find("<b>bold</b>"), std::string::npos);
+  EXPECT_EQ(html.find("</td></tr></table> to do"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(&quot;op&quot;)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("--tag=&lt;script&gt;alert(&#39;cmd&#39;)&lt;/script&gt;"),
+            std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);  // nothing to fetch
+  EXPECT_EQ(html.find("https://cdn"), std::string::npos);
+  for (const char* id : {"summary", "phases", "system", "training", "operators", "data-loader",
+                         "rules", "cost", "data-quality"}) {
+    EXPECT_NE(html.find(std::string("<section id=\"") + id + "\""), std::string::npos) << id;
+  }
+}
+
+TEST_F(ReportTest, WriteReportsDefaultsIntoTheRun) {
+  std::string out = TempDir();
+  WriteOptions w;
+  w.html_path = out + "/r.html";
+  w.json_path = out + "/r.json";
+  auto written = WriteReports(*dir_, w);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_TRUE(PathExists(out + "/r.html"));
+  EXPECT_GT(written->html_bytes, 100000);  // the charting library is inside
+  auto json = ReadFileToString(out + "/r.json");
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(nlohmann::json::parse(*json)["summary"]["nodes"], 1);
+  std::filesystem::remove_all(out);
+}
+
+TEST_F(ReportTest, PdfWithoutChromiumSaysHowToGetIt) {
+  std::string out = TempDir();
+  WriteOptions w;
+  w.html_path = out + "/r.html";
+  w.write_json = false;
+  w.pdf_path = out + "/r.pdf";
+  w.chromium = "/nonexistent/chromium";
+  auto written = WriteReports(*dir_, w);
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.status().message().find("chromium not found"), std::string::npos);
+  std::filesystem::remove_all(out);
+}
+
+TEST(ReportMissingTest, EmptyRunShowsNotAvailable) {
+  std::string dir = TempDir() + "/run";
+  model::RunMetadata m;
+  m.run_id = "empty";
+  m.name = "empty";
+  m.start_ns = 1'000'000'000'000'000'000;
+  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
+  auto reader = store::RunReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto r = BuildReport(**reader);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->summary.gpu_utilization_mean.has_value());
+  EXPECT_TRUE(r->training.modes.empty());
+  std::string html = RenderHtml(*r);
+  EXPECT_NE(html.find("No GPU utilisation was measured"), std::string::npos);
+  EXPECT_NE(html.find("n/a: the run holds no step spans"), std::string::npos);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+}  // namespace
+}  // namespace trainprof::report

@@ -1,0 +1,131 @@
+"""The report as a person sees it: rendered by headless Chromium (Debian's chromium driven by
+Selenium through Debian's chromedriver), every section present, charts drawn, no console errors,
+nothing from the trace executed. The screenshot is kept under tests/artifacts/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, trainprof_command
+
+ARTIFACTS = REPO / "tests" / "artifacts"
+SECTIONS = ["summary", "phases", "system", "training", "operators", "data-loader", "rules",
+            "cost", "data-quality"]
+
+
+def _synthetic_run_tool() -> str:
+    """report_synthetic_run from the build ($TRAINPROF_SYNTHETIC_RUN, build/py or build/dev)."""
+    if os.environ.get("TRAINPROF_SYNTHETIC_RUN"):
+        return os.environ["TRAINPROF_SYNTHETIC_RUN"]
+    for build in ("build/py", "build/dev"):
+        tool = REPO / build / "src" / "report" / "report_synthetic_run"
+        if tool.exists():
+            return str(tool)
+    pytest.fail("report_synthetic_run not built (run scripts/setup.sh or build build/dev)")
+
+
+def _trainprof() -> list[str]:
+    if not os.environ.get("TRAINPROF_BIN") and (REPO / "build/dev/src/cli/trainprof").exists() \
+            and shutil.which("trainprof") is None:
+        return [str(REPO / "build/dev/src/cli/trainprof")]
+    return trainprof_command()
+
+
+@pytest.fixture(scope="module")
+def report_html(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("report")
+    run = base / "run"
+    # 20 minutes, 8 cores, 2 GPUs at 500 ms: phases, train/eval steps, operators, findings,
+    # counters, loader annotations, and names carrying <script> and quotes.
+    subprocess.run([_synthetic_run_tool(), str(run), "1200", "500", "8", "2"], check=True)
+    out = base / "report.html"
+    subprocess.run(_trainprof() + ["report", str(run), "--out", str(out), "--json",
+                                   str(base / "report.json")], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium = shutil.which("chromium")
+    driver_path = shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.fail("Debian's chromium and chromium-driver are required (scripts/system-packages.txt)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()
+
+
+def test_report_renders_in_chromium(report_html, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.get(report_html.as_uri())
+    browser.execute_script("return document.readyState")
+    for section in SECTIONS:
+        el = browser.find_element(By.ID, section)
+        assert el.is_displayed(), section
+        assert el.find_element(By.TAG_NAME, "h2").text.strip(), section
+
+    # Every chart placeholder holds a canvas with pixels on it (dygraphs and the heatmap draw on
+    # canvas); none reports a drawing error.
+    drawn = browser.execute_script("""
+        return Array.from(document.querySelectorAll('div.chart')).map(function (div) {
+          var cs = div.querySelectorAll('canvas'), inked = 0;
+          cs.forEach(function (c) {
+            if (!c.width || !c.height) return;
+            var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            for (var i = 3; i < d.length; i += 4 * 7) if (d[i] !== 0) { inked++; if (inked > 50) break; }
+          });
+          return {id: div.id, canvases: cs.length, inked: inked, text: div.textContent.slice(0, 80)};
+        });""")
+    assert len(drawn) >= 15, drawn
+    for chart in drawn:
+        assert chart["canvases"] > 0 and chart["inked"] > 50, chart
+        assert "could not be drawn" not in chart["text"], chart
+
+    # Nothing from the trace ran or became markup.
+    assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+    assert browser.execute_script("return document.querySelectorAll('script').length") == 3
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "<script>alert(\"op\")</script>" in body
+    assert "--tag=<script>alert('cmd')</script>" in body
+    assert "Custom<script>alert('rule')</script>" in body
+
+    # Hovering a time series shows values (dygraphs' legend follows the mouse).
+    from selenium.webdriver import ActionChains
+
+    chart = browser.find_element(By.CSS_SELECTOR, "#system div.chart:not(:first-of-type), #system figure div.chart")
+    ActionChains(browser).move_to_element_with_offset(chart, 40, 0).perform()
+    legend = browser.execute_script(
+        "var l = document.querySelector('.dygraph-legend'); return l ? l.textContent : '';")
+    assert legend.strip(), "no hover legend"
+
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(1300, min(height, 12000))
+    assert browser.save_screenshot(str(ARTIFACTS / "report.png"))
+
+
+def test_report_pdf(report_html, tmp_path):
+    if shutil.which("chromium") is None:
+        pytest.fail("Debian's chromium is required for the PDF")
+    run = report_html.parent / "run"
+    pdf = tmp_path / "report.pdf"
+    subprocess.run(_trainprof() + ["report", str(run), "--pdf", str(pdf)], check=True)
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    assert pdf.stat().st_size > 50_000
