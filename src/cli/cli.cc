@@ -15,6 +15,7 @@ constexpr AddCommandFn kCommands[] = {
     AddShowCommand,
     AddExportCommand,
     AddDemoCommand,
+    AddRulesCommand,
 };
 
 struct Planned {
@@ -29,7 +30,6 @@ constexpr Planned kPlanned[] = {
     {"agent", "Collect a node's metrics for jobs started elsewhere"},
     {"import", "Import SageMaker Debugger, Kineto or Horovod data into a run"},
     {"analyze", "Trace analyses per rank (temporal, kernel and idle breakdowns)"},
-    {"rules", "Evaluate the profiler rules on a run"},
     {"report", "Write the HTML / JSON / PDF report of a run"},
     {"cost", "What a run cost and what to change, in dollars"},
     {"instances", "List the instance catalog"},

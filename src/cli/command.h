@@ -29,5 +29,6 @@ void AddLsCommand(CLI::App& app, CommandAction* action);
 void AddShowCommand(CLI::App& app, CommandAction* action);
 void AddExportCommand(CLI::App& app, CommandAction* action);  // `export` and `export csv`
 void AddDemoCommand(CLI::App& app, CommandAction* action);
+void AddRulesCommand(CLI::App& app, CommandAction* action);
 
 }  // namespace trainprof::cli

@@ -4,6 +4,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -26,6 +27,17 @@ struct ExportCsvOptions {
   std::string out_dir;
 };
 Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out);
+
+struct RulesOptions {
+  std::string run;
+  bool json = false;
+  std::string config_file;             // --config FILE
+  std::vector<std::string> overrides;  // --rule NAME.param=value
+  bool store = false;                  // write the findings into the run
+  bool run_actions = false;            // run configured command / webhook actions
+  bool list = false;                   // list the rules instead
+};
+Status RunRules(const RulesOptions& options, std::ostream& out);
 
 struct DemoOptions {
   std::string out;  // run directory; default trainprof-runs/<run id>
