@@ -30,7 +30,8 @@ Status ListRules(const RulesOptions& options, std::ostream& out) {
     for (const auto& s : specs) {
       nlohmann::json params = nlohmann::json::array();
       for (const auto& p : s.params) {
-        params.push_back({{"name", p.name}, {"default", p.default_value}, {"description", p.description}});
+        params.push_back(
+            {{"name", p.name}, {"default", p.default_value}, {"description", p.description}});
       }
       list.push_back({{"name", s.name},
                       {"sagemaker", s.sagemaker},
@@ -63,8 +64,8 @@ void PrintText(const std::vector<rules::RuleResult>& results, std::ostream& out)
       if (!any) out << "\nFindings:\n";
       any = true;
       out << "\n[" << model::SeverityName(f.severity) << "] " << r.name << " — " << f.node
-          << (f.device.empty() ? "" : "/" + f.device) << ", " << FormatIso8601(f.start_ns)
-          << " (" << FormatDuration(f.end_ns - f.start_ns) << ")\n  " << f.message
+          << (f.device.empty() ? "" : "/" + f.device) << ", " << FormatIso8601(f.start_ns) << " ("
+          << FormatDuration(f.end_ns - f.start_ns) << ")\n  " << f.message
           << "\n  what to do: " << f.recommendation << "\n";
     }
   }
@@ -88,7 +89,8 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   TP_ASSIGN_OR_RETURN(auto engine, rules::EvaluateRun(**reader, config));
   const auto results = engine->Results();
   std::vector<model::Finding> findings;
-  for (const auto& r : results) findings.insert(findings.end(), r.findings.begin(), r.findings.end());
+  for (const auto& r : results)
+    findings.insert(findings.end(), r.findings.begin(), r.findings.end());
 
   int64_t stored = -1;
   if (options.store) {
@@ -108,7 +110,8 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
     if (options.run_actions) {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& o : outcomes) {
-        list.push_back({{"rule", o.rule}, {"action", o.action}, {"ok", o.ok}, {"detail", o.detail}});
+        list.push_back(
+            {{"rule", o.rule}, {"action", o.action}, {"ok", o.ok}, {"detail", o.detail}});
       }
       j["actions"] = list;
     }
@@ -119,8 +122,8 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   PrintText(results, out);
   if (stored >= 0) out << "\n" << stored << " new finding(s) stored in " << options.run << "\n";
   for (const auto& o : outcomes) {
-    out << "action " << o.action << " for " << o.rule << ": " << (o.ok ? "" : "FAILED: ") << o.detail
-        << "\n";
+    out << "action " << o.action << " for " << o.rule << ": " << (o.ok ? "" : "FAILED: ")
+        << o.detail << "\n";
   }
   return OkStatus();
 }

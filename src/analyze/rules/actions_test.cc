@@ -151,8 +151,10 @@ TEST(ActionRunnerTest, RunsEachConfiguredActionAndRecordsTheOutcome) {
   const pid_t job = Spawn({"sleep", "30"});
   auto config = ParseRuleConfig(R"({"rules": {"StepOutlier": {"actions": [
       {"type": "log"},
-      {"type": "command", "command": ["sh", "-c", "cat > )" + dir + R"(/f.json"]},
-      {"type": "webhook", "url": ")" + server.url() + R"("},
+      {"type": "command", "command": ["sh", "-c", "cat > )" +
+                                    dir + R"(/f.json"]},
+      {"type": "webhook", "url": ")" +
+                                    server.url() + R"("},
       {"type": "stop", "grace_s": 5}]}}})",
                                 "test");
   ASSERT_TRUE(config.ok()) << config.status().message();
@@ -184,7 +186,8 @@ TEST(ActionRunnerTest, RunsEachConfiguredActionAndRecordsTheOutcome) {
 }
 
 TEST(ActionRunnerTest, StopWithoutAJobIsRecordedNotFatal) {
-  auto config = ParseRuleConfig(R"({"rules": {"StepOutlier": {"actions": [{"type": "stop"}]}}})", "t");
+  auto config =
+      ParseRuleConfig(R"({"rules": {"StepOutlier": {"actions": [{"type": "stop"}]}}})", "t");
   ASSERT_TRUE(config.ok());
   ActionRunner runner(*config, nullptr);
   runner.Submit(SampleFinding());

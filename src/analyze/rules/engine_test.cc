@@ -74,7 +74,8 @@ std::string RichRun() {
   for (const char* node : {"algo-1", "algo-2"}) {
     i = 0;
     s.System(node, 1500, 500, 8, 4, [&](Scenario::Tick& t) {
-      for (size_t g = 0; g < t.gpu.size(); ++g) t.gpu[g] = std::max(0.0, (g == 1 ? 0.07 : 0.45) + u(rng));
+      for (size_t g = 0; g < t.gpu.size(); ++g)
+        t.gpu[g] = std::max(0.0, (g == 1 ? 0.07 : 0.45) + u(rng));
       t.core[0] = 0.97;
       t.gpu_mem[2] = (i < 1500 ? 0.3 : std::min(0.9, 0.3 + 0.01 * static_cast<double>(i - 1500)));
       t.rss_bytes = 3e9 + 1e9 * t.seconds / 600;
@@ -103,7 +104,8 @@ std::string RichRun() {
   }
   for (int sec = 60; sec < 1490; ++sec) {
     for (int w = 0; w < 2; ++w) {
-      s.Span("algo-1", "dataloader", "fetch", kStart + sec * kSec + w * 3 * kMs, 200 * kMs, 0, 3000 + w);
+      s.Span("algo-1", "dataloader", "fetch", kStart + sec * kSec + w * 3 * kMs, 200 * kMs, 0,
+             3000 + w);
     }
   }
   s.Span("algo-1", "phase", "initialization", kStart, 60 * kSec);
@@ -160,7 +162,8 @@ std::string LiveJson(const Tables& t, int64_t slice_ns, const EngineOptions& opt
   size_t m = 0;
   for (int64_t now = kStart; now < kStart + 1600 * kSec; now += slice_ns) {
     size_t m_end = m;
-    while (m_end < sorted_metrics.size() && sorted_metrics.timestamp_ns[m_end] < now + slice_ns) ++m_end;
+    while (m_end < sorted_metrics.size() && sorted_metrics.timestamp_ns[m_end] < now + slice_ns)
+      ++m_end;
     (*engine)->Feed(SliceMetrics(sorted_metrics, m, m_end));
     m = m_end;
     std::vector<size_t> steps, events;
@@ -248,7 +251,8 @@ TEST(EngineTest, UnknownRulesParametersAndActionsAreUsageErrors) {
   EXPECT_FALSE(ApplyParamOverride("StepOutlier=3", &bad_type).ok());
   EXPECT_FALSE(ApplyParamOverride(".x=3", &bad_type).ok());
 
-  auto cfg = ParseRuleConfig(R"({"rules": {"StepOutlier": {"actions": [{"type": "stop"}]}}})", "c.json");
+  auto cfg =
+      ParseRuleConfig(R"({"rules": {"StepOutlier": {"actions": [{"type": "stop"}]}}})", "c.json");
   ASSERT_TRUE(cfg.ok());
   cfg->rules = {"CPUBottleneck"};
   EXPECT_FALSE(RuleEngine::Create(*cfg, meta).ok());  // actions for a rule not evaluated
@@ -276,7 +280,8 @@ TEST(EngineTest, ConfigFileSelectsRulesParametersAndActions) {
   EXPECT_EQ(results[1].parameters["n_outliers"], 10);  // default kept
 
   EXPECT_FALSE(ParseRuleConfig("{", "c.json").ok());
-  EXPECT_FALSE(ParseRuleConfig(R"({"rules": {"X": {"actions": [{"type": "email"}]}}})", "c.json").ok());
+  EXPECT_FALSE(
+      ParseRuleConfig(R"({"rules": {"X": {"actions": [{"type": "email"}]}}})", "c.json").ok());
   EXPECT_FALSE(ParseRuleConfig(R"({"rules": {"X": {"params": {}}}})", "c.json").ok());
 }
 
@@ -301,9 +306,10 @@ TEST(EngineTest, CustomRulesRegisterAndRunLikeBuiltins) {
   RuleRegistry registry;
   RuleSpec spec{"EvalSeen", "test rule", false, {{"mode", "eval", "mode to look for"}}};
   ASSERT_TRUE(registry
-                  .Register(spec, [](const RuleSpec& s, Params p) -> std::unique_ptr<Rule> {
-                    return std::make_unique<EvalSeen>(s, std::move(p));
-                  })
+                  .Register(spec,
+                            [](const RuleSpec& s, Params p) -> std::unique_ptr<Rule> {
+                              return std::make_unique<EvalSeen>(s, std::move(p));
+                            })
                   .ok());
   EXPECT_FALSE(registry.Register(spec, nullptr).ok());  // names are unique
   Scenario s("custom");
@@ -332,7 +338,8 @@ TEST(EngineTest, ResultsJsonFollowsTheContract) {
   auto j = ResultsToJson(Evaluate(s.Finish(), {"DataLoaderStarvation"}));
   ASSERT_EQ(j["rules"].size(), 1u);
   const auto& r = j["rules"][0];
-  for (const char* key : {"name", "triggered", "violations", "datapoints", "parameters", "findings"}) {
+  for (const char* key :
+       {"name", "triggered", "violations", "datapoints", "parameters", "findings"}) {
     EXPECT_TRUE(r.contains(key)) << key;
   }
   ASSERT_FALSE(r["findings"].empty());

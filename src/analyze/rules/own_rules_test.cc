@@ -15,10 +15,11 @@ int64_t Jitter(int64_t step, int64_t base_ms) { return (base_ms + (step * 7919) 
 
 TEST(DataLoaderStarvationTest, FiresWhenTheLoopWaitsForBatches) {
   Scenario s("starved");
-  s.Steps("n0", 0, kStart, kStart + 300 * kSec, [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
-    *wait = Jitter(step, 100);
-    *compute = Jitter(step, 150);
-  });
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = Jitter(step, 100);
+            *compute = Jitter(step, 150);
+          });
   RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
   EXPECT_TRUE(r.triggered);
   ASSERT_EQ(r.findings.size(), 1u);  // one long episode, reported once
@@ -31,10 +32,11 @@ TEST(DataLoaderStarvationTest, FiresWhenTheLoopWaitsForBatches) {
 
 TEST(DataLoaderStarvationTest, SilentWhenBatchesAreReady) {
   Scenario s("fed");
-  s.Steps("n0", 0, kStart, kStart + 300 * kSec, [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
-    *wait = 3 * kMs;
-    *compute = Jitter(step, 200);
-  });
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = 3 * kMs;
+            *compute = Jitter(step, 200);
+          });
   RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
   EXPECT_FALSE(r.triggered);
   EXPECT_GT(r.datapoints, 1000);
@@ -42,19 +44,21 @@ TEST(DataLoaderStarvationTest, SilentWhenBatchesAreReady) {
 
 TEST(GpuIdleBetweenStepsTest, FiresOnHostSideGaps) {
   Scenario s("gaps");
-  s.Steps("n0", 0, kStart, kStart + 300 * kSec, [](int64_t step, int64_t*, int64_t* compute, int64_t* gap) {
-    *compute = Jitter(step, 200);
-    *gap = 80 * kMs;  // logging / .item() after every step
-  });
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t*, int64_t* compute, int64_t* gap) {
+            *compute = Jitter(step, 200);
+            *gap = 80 * kMs;  // logging / .item() after every step
+          });
   RuleResult r = EvaluateOne(s.Finish(), "GPUIdleBetweenSteps");
   EXPECT_TRUE(r.triggered);
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_NEAR(Evidence(r.findings[0])["mean_gap_ms"].get<double>(), 80, 0.5);
   Scenario neg("no_gaps");
-  neg.Steps("n0", 0, kStart, kStart + 300 * kSec, [](int64_t step, int64_t*, int64_t* compute, int64_t* gap) {
-    *compute = Jitter(step, 200);
-    *gap = 2 * kMs;
-  });
+  neg.Steps("n0", 0, kStart, kStart + 300 * kSec,
+            [](int64_t step, int64_t*, int64_t* compute, int64_t* gap) {
+              *compute = Jitter(step, 200);
+              *gap = 2 * kMs;
+            });
   EXPECT_FALSE(EvaluateOne(neg.Finish(), "GPUIdleBetweenSteps").triggered);
 }
 
@@ -68,7 +72,8 @@ TEST(HostMemoryGrowthTest, FiresOnASteadyLeak) {
   RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth");
   EXPECT_TRUE(r.triggered);
   ASSERT_EQ(r.findings.size(), 1u);
-  EXPECT_NEAR(Evidence(r.findings[0])["growth_bytes_per_hour"].get<double>(), 2.0 * (1 << 30), 0.1 * (1 << 30));
+  EXPECT_NEAR(Evidence(r.findings[0])["growth_bytes_per_hour"].get<double>(), 2.0 * (1 << 30),
+              0.1 * (1 << 30));
   EXPECT_EQ(r.findings[0].device, "tree");
 }
 
@@ -114,9 +119,10 @@ TEST(StragglerRankTest, NamesTheSlowRank) {
 TEST(StragglerRankTest, SilentWhenRanksKeepPace) {
   Scenario s("in_step");
   for (int64_t rank = 0; rank < 4; ++rank) {
-    s.Steps("n0", rank, kStart, kStart + 300 * kSec, [rank](int64_t step, int64_t*, int64_t* compute, int64_t*) {
-      *compute = Jitter(step + rank, 200);
-    });
+    s.Steps("n0", rank, kStart, kStart + 300 * kSec,
+            [rank](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+              *compute = Jitter(step + rank, 200);
+            });
   }
   RuleResult r = EvaluateOne(s.Finish(), "StragglerRank");
   EXPECT_FALSE(r.triggered);
@@ -145,12 +151,13 @@ TEST(CommunicationBoundTest, FiresWhenCollectivesDominateSteps) {
 TEST(LongPausesTest, NamesTheCheckpointThatStoppedTraining) {
   Scenario s("pause");
   const int64_t pause_at = kStart + 200 * kSec;
-  int64_t next = s.Steps("n0", 0, kStart, pause_at, [](int64_t step, int64_t*, int64_t* c, int64_t*) {
-    *c = Jitter(step, 200);
-  });
+  int64_t next =
+      s.Steps("n0", 0, kStart, pause_at,
+              [](int64_t step, int64_t*, int64_t* c, int64_t*) { *c = Jitter(step, 200); });
   s.Span("n0", "phase", "checkpoint", pause_at + kSec, 118 * kSec);
-  s.Steps("n0", 0, pause_at + 120 * kSec, pause_at + 300 * kSec,
-          [](int64_t step, int64_t*, int64_t* c, int64_t*) { *c = Jitter(step, 200); }, next);
+  s.Steps(
+      "n0", 0, pause_at + 120 * kSec, pause_at + 300 * kSec,
+      [](int64_t step, int64_t*, int64_t* c, int64_t*) { *c = Jitter(step, 200); }, next);
   RuleResult r = EvaluateOne(s.Finish(), "LongPauses");
   EXPECT_TRUE(r.triggered);
   EXPECT_EQ(r.violations, 1);
@@ -162,10 +169,11 @@ TEST(LongPausesTest, NamesTheCheckpointThatStoppedTraining) {
 
 TEST(LongPausesTest, SilentOnShortGaps) {
   Scenario s("short_gaps");
-  s.Steps("n0", 0, kStart, kStart + 600 * kSec, [](int64_t step, int64_t*, int64_t* c, int64_t* gap) {
-    *c = Jitter(step, 200);
-    *gap = step % 500 == 499 ? 2 * kSec : 0;  // a 2 s evaluation now and then
-  });
+  s.Steps("n0", 0, kStart, kStart + 600 * kSec,
+          [](int64_t step, int64_t*, int64_t* c, int64_t* gap) {
+            *c = Jitter(step, 200);
+            *gap = step % 500 == 499 ? 2 * kSec : 0;  // a 2 s evaluation now and then
+          });
   EXPECT_FALSE(EvaluateOne(s.Finish(), "LongPauses").triggered);
 }
 

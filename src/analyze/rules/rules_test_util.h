@@ -31,7 +31,8 @@ inline std::string TempDir(const std::string& prefix) {
 
 class Scenario {
  public:
-  explicit Scenario(const std::string& name, int64_t start_ns = kStart) : dir_(TempDir("rules_" + name)) {
+  explicit Scenario(const std::string& name, int64_t start_ns = kStart)
+      : dir_(TempDir("rules_" + name)) {
     meta_.run_id = "test-" + name;
     meta_.name = name;
     meta_.start_ns = start_ns;
@@ -47,7 +48,8 @@ class Scenario {
     info.hostname = name;
     info.cpu_cores = cores;
     info.memory_total_bytes = 256LL << 30;
-    for (int g = 0; g < gpus; ++g) info.gpus.push_back({g, "Test GPU", "GPU-" + std::to_string(g), 80LL << 30});
+    for (int g = 0; g < gpus; ++g)
+      info.gpus.push_back({g, "Test GPU", "GPU-" + std::to_string(g), 80LL << 30});
     auto w = store::OpenNodeWriter(dir_, info);
     TP_CHECK(w.ok());
     return *(writers_[name] = std::move(w).value());
@@ -80,20 +82,24 @@ class Scenario {
       fill(tick);
       double total = 0;
       for (int c = 0; c < cores; ++c) {
-        Value(node, "cpu_utilization_ratio", "cpu" + std::to_string(c), tick.ts_ns, tick.core[static_cast<size_t>(c)]);
+        Value(node, "cpu_utilization_ratio", "cpu" + std::to_string(c), tick.ts_ns,
+              tick.core[static_cast<size_t>(c)]);
         total += tick.core[static_cast<size_t>(c)];
       }
       Value(node, "cpu_utilization_ratio", "total", tick.ts_ns, total / cores);
       Value(node, "cpu_iowait_ratio", "total", tick.ts_ns, tick.iowait);
       for (int g = 0; g < gpus; ++g) {
-        Value(node, "gpu_utilization_ratio", "gpu" + std::to_string(g), tick.ts_ns, tick.gpu[static_cast<size_t>(g)]);
+        Value(node, "gpu_utilization_ratio", "gpu" + std::to_string(g), tick.ts_ns,
+              tick.gpu[static_cast<size_t>(g)]);
         Value(node, "gpu_memory_utilization_ratio", "gpu" + std::to_string(g), tick.ts_ns,
               tick.gpu_mem[static_cast<size_t>(g)]);
       }
       Value(node, "memory_used_bytes", "", tick.ts_ns, 64.0 * (1 << 30));
       Value(node, "memory_total_bytes", "", tick.ts_ns, 256.0 * (1 << 30));
-      if (tick.rss_bytes >= 0) Value(node, "process_resident_memory_bytes", "tree", tick.ts_ns, tick.rss_bytes);
-      if (tick.throttled >= 0) Value(node, "cgroup_cpu_throttled_ratio", "", tick.ts_ns, tick.throttled);
+      if (tick.rss_bytes >= 0)
+        Value(node, "process_resident_memory_bytes", "tree", tick.ts_ns, tick.rss_bytes);
+      if (tick.throttled >= 0)
+        Value(node, "cgroup_cpu_throttled_ratio", "", tick.ts_ns, tick.throttled);
     }
   }
 
@@ -191,6 +197,8 @@ inline RuleResult EvaluateOne(const std::string& dir, const std::string& rule,
   return {};
 }
 
-inline nlohmann::json Evidence(const model::Finding& f) { return nlohmann::json::parse(f.evidence_json); }
+inline nlohmann::json Evidence(const model::Finding& f) {
+  return nlohmann::json::parse(f.evidence_json);
+}
 
 }  // namespace trainprof::analyze::rules::testing

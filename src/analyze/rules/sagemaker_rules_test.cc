@@ -176,11 +176,12 @@ TEST(LastMinuteTest, DefectProblemsInTheLastMinuteAreFound) {
   });
   const int64_t end = kStart + 1200 * kSec;
   // Steps of ~200 ms; 11 slow ones in the last 50 s.
-  s.Steps("n0", 0, kStart + 5 * kSec, end, [&](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
-    *wait = 5 * kMs;
-    *compute = (195 + (step * 7919) % 11 - 5) * kMs;
-    if (step >= 5700 && step % 20 == 0) *compute = 900 * kMs;
-  });
+  s.Steps("n0", 0, kStart + 5 * kSec, end,
+          [&](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = 5 * kMs;
+            *compute = (195 + (step * 7919) % 11 - 5) * kMs;
+            if (step >= 5700 && step % 20 == 0) *compute = 900 * kMs;
+          });
   const std::string dir = s.Finish();
   RuleResult mem = EvaluateOne(dir, "GPUMemoryIncrease");
   ASSERT_TRUE(mem.triggered);
@@ -221,10 +222,12 @@ TEST(LoadBalancingTest, SilentWhenGpusShareTheLoad) {
 // Defect: smdebug re-counted the same outlier steps in every scan window.
 TEST(StepOutlierTest, DefectEachOutlierIsCountedOnce) {
   Scenario s("step_outlier");
-  s.Steps("n0", 0, kStart, kStart + 600 * kSec, [&](int64_t step, int64_t*, int64_t* compute, int64_t*) {
-    *compute = (195 + (step * 7919) % 11 - 5) * kMs;  // 190..200 ms
-    if (step >= 200 && step % 200 == 0 && step <= 2400) *compute = 1000 * kMs;  // 12 outliers
-  });
+  s.Steps("n0", 0, kStart, kStart + 600 * kSec,
+          [&](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+            *compute = (195 + (step * 7919) % 11 - 5) * kMs;  // 190..200 ms
+            if (step >= 200 && step % 200 == 0 && step <= 2400)
+              *compute = 1000 * kMs;  // 12 outliers
+          });
   RuleResult r = EvaluateOne(s.Finish(), "StepOutlier");
   EXPECT_TRUE(r.triggered);
   EXPECT_EQ(r.violations, 12);
@@ -235,10 +238,12 @@ TEST(StepOutlierTest, DefectEachOutlierIsCountedOnce) {
 
 TEST(StepOutlierTest, SilentWithFewOutliersAndFiltersByMode) {
   Scenario s("step_few");
-  s.Steps("n0", 0, kStart, kStart + 600 * kSec, [&](int64_t step, int64_t*, int64_t* compute, int64_t*) {
-    *compute = (195 + (step * 7919) % 11 - 5) * kMs;
-    if (step >= 200 && step % 200 == 0 && step <= 1000) *compute = 1000 * kMs;  // 5 outliers
-  });
+  s.Steps("n0", 0, kStart, kStart + 600 * kSec,
+          [&](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+            *compute = (195 + (step * 7919) % 11 - 5) * kMs;
+            if (step >= 200 && step % 200 == 0 && step <= 1000)
+              *compute = 1000 * kMs;  // 5 outliers
+          });
   const std::string dir = s.Finish();
   RuleResult r = EvaluateOne(dir, "StepOutlier");
   EXPECT_FALSE(r.triggered);
@@ -255,8 +260,8 @@ TEST(DataloaderTest, TooFewParallelWorkersForTheCores) {
            R"({"num_workers": )" + std::to_string(workers) + R"(, "pin_memory": false})");
     for (int sec = 0; sec < 60; ++sec) {
       for (int w = 0; w < workers; ++w) {
-        s.Span("n0", "dataloader", "fetch", kStart + sec * kSec + 100 * kMs + w * kMs, 300 * kMs,
-               0, 2000 + w);
+        s.Span("n0", "dataloader", "fetch", kStart + sec * kSec + 100 * kMs + w * kMs, 300 * kMs, 0,
+               2000 + w);
       }
     }
     return EvaluateOne(s.Finish(), "Dataloader");
@@ -274,7 +279,8 @@ TEST(DataloaderTest, TooFewParallelWorkersForTheCores) {
 TEST(MaxInitializationTimeTest, DefectFiresAloneAndInsideProfilerReport) {
   Scenario s("slow_start");
   s.System("n0", 1800, 1000, 4, 1, [](Scenario::Tick&) {});
-  s.Steps("n0", 0, kStart + 25 * 60 * kSec, kStart + 1800 * kSec, [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  s.Steps("n0", 0, kStart + 25 * 60 * kSec, kStart + 1800 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
   const std::string dir = s.Finish();
   RuleResult alone = EvaluateOne(dir, "MaxInitializationTime");
   EXPECT_TRUE(alone.triggered);
@@ -292,10 +298,12 @@ TEST(MaxInitializationTimeTest, DefectFiresAloneAndInsideProfilerReport) {
 TEST(MaxInitializationTimeTest, SilentOnAQuickStartAndHonoursTheThreshold) {
   Scenario s("quick_start");
   s.System("n0", 600, 1000, 4, 1, [](Scenario::Tick&) {});
-  s.Steps("n0", 0, kStart + 120 * kSec, kStart + 600 * kSec, [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  s.Steps("n0", 0, kStart + 120 * kSec, kStart + 600 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
   const std::string dir = s.Finish();
   EXPECT_FALSE(EvaluateOne(dir, "MaxInitializationTime").triggered);
-  RuleResult strict = EvaluateOne(dir, "MaxInitializationTime", {"MaxInitializationTime.threshold=1"});
+  RuleResult strict =
+      EvaluateOne(dir, "MaxInitializationTime", {"MaxInitializationTime.threshold=1"});
   ASSERT_TRUE(strict.triggered);
   EXPECT_EQ(strict.findings[0].end_ns, kStart + 61 * kSec);  // first sample past one minute
 }
@@ -303,7 +311,8 @@ TEST(MaxInitializationTimeTest, SilentOnAQuickStartAndHonoursTheThreshold) {
 TEST(OverallRulesTest, SummariesNeverFire) {
   Scenario s("overall");
   s.System("n0", 600, 500, 4, 2, [](Scenario::Tick& t) { t.gpu = {0.4, 0.6}; });
-  s.Steps("n0", 0, kStart + 10 * kSec, kStart + 590 * kSec, [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  s.Steps("n0", 0, kStart + 10 * kSec, kStart + 590 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
   s.Span("n0", "phase", "initialization", kStart, 10 * kSec);
   const std::string dir = s.Finish();
   RuleResult sys = EvaluateOne(dir, "OverallSystemUsage");
@@ -325,10 +334,10 @@ TEST(ProfilerReportTest, RunsEveryBuiltinRuleAndSummarises) {
   ASSERT_EQ(results.size(), builtins.size() + 1);
   for (size_t i = 0; i < builtins.size(); ++i) EXPECT_EQ(results[i].name, builtins[i]);
   EXPECT_EQ(results.back().name, "ProfilerReport");
-  for (const char* name : {"CPUBottleneck", "IOBottleneck", "LowGPUUtilization", "BatchSize",
-                           "GPUMemoryIncrease", "StepOutlier", "LoadBalancing", "Dataloader",
-                           "MaxInitializationTime", "OverallSystemUsage",
-                           "OverallFrameworkMetrics"}) {
+  for (const char* name :
+       {"CPUBottleneck", "IOBottleneck", "LowGPUUtilization", "BatchSize", "GPUMemoryIncrease",
+        "StepOutlier", "LoadBalancing", "Dataloader", "MaxInitializationTime", "OverallSystemUsage",
+        "OverallFrameworkMetrics"}) {
     EXPECT_NE(std::find(builtins.begin(), builtins.end(), name), builtins.end()) << name;
   }
 }
