@@ -15,6 +15,7 @@ constexpr AddCommandFn kCommands[] = {
     AddRecordCommand,  AddAgentCommand, AddMarkCommand,      AddImportCommand,
     AddAnalyzeCommand, AddCostCommand,  AddInstancesCommand,
     AddReportCommand,
+    AddRulesCommand,
 };
 
 struct Planned {
@@ -25,7 +26,6 @@ struct Planned {
 // Subcommands that later work fills in; listed so that `trainprof --help` shows the whole tool.
 // They answer "not implemented yet" until then. Remove a line when its command lands.
 constexpr Planned kPlanned[] = {
-    {"rules", "Evaluate the profiler rules on a run"},
     {"serve", "Serve the live dashboard"},
     {"detail", "Ask a running job for detailed operator profiling"},
 };

@@ -38,5 +38,6 @@ void AddInstancesCommand(CLI::App& app, CommandAction* action);  // instances_co
 void AddImportCommand(CLI::App& app, CommandAction* action);
 void AddAnalyzeCommand(CLI::App& app, CommandAction* action);
 void AddReportCommand(CLI::App& app, CommandAction* action);
+void AddRulesCommand(CLI::App& app, CommandAction* action);
 
 }  // namespace trainprof::cli

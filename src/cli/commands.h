@@ -50,6 +50,17 @@ struct AnalyzeOptions {
 };
 Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out);
 
+struct RulesOptions {
+  std::string run;
+  bool json = false;
+  std::string config_file;             // --config FILE
+  std::vector<std::string> overrides;  // --rule NAME.param=value
+  bool store = false;                  // write the findings into the run
+  bool run_actions = false;            // run configured command / webhook actions
+  bool list = false;                   // list the rules instead
+};
+Status RunRules(const RulesOptions& options, std::ostream& out);
+
 struct DemoOptions {
   std::string out;  // run directory; default trainprof-runs/<run id>
   int64_t duration_s = 120;

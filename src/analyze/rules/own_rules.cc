@@ -1,0 +1,725 @@
+// trainprof's own rules, beyond SageMaker's: DataLoaderStarvation, GPUIdleBetweenSteps,
+// HostMemoryGrowth, CPUThrottling, StragglerRank, CommunicationBound, LongPauses,
+// UnderusedInstance. Ratios are 0..1 like the stored metrics. Each finding carries the values
+// that made it fire and advice users can act on.
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <tuple>
+
+#include "analyze/rules/rule_util.h"
+
+namespace trainprof::analyze::rules {
+namespace {
+
+using model::Severity;
+using nlohmann::json;
+
+constexpr double kNsPerSecond = 1e9;
+using StreamKey = std::tuple<std::string, int64_t, int64_t, std::string>;  // node, rank, pid, mode
+
+// ---------------------------------------------------------------------------------------------
+// Shared shape of the two step-window rules: tumbling windows of `window_steps` steps per
+// stream, a share computed per window, episodes reported when they open, the trailing window
+// evaluated at the end.
+class StepWindowRule : public Rule {
+ public:
+  StepWindowRule(const RuleSpec& spec, Params params)
+      : Rule(spec, std::move(params)),
+        threshold_(this->params().Number("threshold_ratio")),
+        window_(std::max<int64_t>(1, this->params().Integer("window_steps"))),
+        warmup_(this->params().Integer("warmup_steps")) {}
+
+  void OnStep(const StepRow& s) override {
+    Stream& st = streams_[{ctx().NodeName(s.node), s.rank, s.pid, s.mode}];
+    ++st.seen;
+    const int64_t prev_end = st.prev_end_ns;
+    st.prev_end_ns = s.end_ns();
+    if (st.seen <= warmup_) return;
+    double part = 0;
+    if (!Measure(s, prev_end, &part)) return;
+    ++result().datapoints;
+    if (st.steps == 0) {
+      st.start_ns = s.start_ns;
+      st.first_step = s.step;
+    }
+    ++st.steps;
+    st.part_ns += part;
+    st.step_ns += static_cast<double>(s.duration_ns);
+    st.end_ns = s.end_ns();
+    st.last_step = s.step;
+    st.node = s.node;
+    st.rank = s.rank;
+    if (st.steps >= window_) Evaluate(st);
+  }
+
+  void Finalize(int64_t) override {
+    for (auto& [key, st] : streams_) {
+      if (st.steps >= std::min<int64_t>(window_, 10)) Evaluate(st);
+    }
+  }
+
+ protected:
+  struct Stream {
+    int64_t seen = 0, prev_end_ns = 0;
+    int64_t steps = 0, start_ns = 0, end_ns = 0, first_step = 0, last_step = 0, rank = 0;
+    int32_t node = 0;
+    double part_ns = 0, step_ns = 0;
+    Episode episode;
+  };
+  // The part of this step the rule measures; false to skip the step.
+  virtual bool Measure(const StepRow& s, int64_t prev_end_ns, double* part_ns) = 0;
+  // Share of the window's time: part / (step time [+ part when it lies outside steps]).
+  virtual double Share(const Stream& st) const = 0;
+  virtual void Report(const Stream& st, double share) = 0;
+
+  double threshold_;
+
+ private:
+  void Evaluate(Stream& st) {
+    const double share = Share(st);
+    const bool violating = share > threshold_;
+    if (violating) ++result().violations;
+    if (st.episode.Update(violating)) Report(st, share);
+    st.steps = 0;
+    st.part_ns = st.step_ns = 0;
+  }
+
+  int64_t window_, warmup_;
+  std::map<StreamKey, Stream> streams_;
+};
+
+class DataLoaderStarvationRule : public StepWindowRule {
+ public:
+  using StepWindowRule::StepWindowRule;
+
+ protected:
+  bool Measure(const StepRow& s, int64_t, double* part) override {
+    if (!Recorded(s.data_wait_ns) || s.duration_ns <= 0) return false;
+    *part = static_cast<double>(s.data_wait_ns);
+    return true;
+  }
+  double Share(const Stream& st) const override {
+    return st.step_ns > 0 ? st.part_ns / st.step_ns : 0;
+  }
+  void Report(const Stream& st, double share) override {
+    const std::string& node = ctx().NodeName(st.node);
+    const model::NodeInfo* info = ctx().NodeInfo(st.node);
+    const json cores = info && info->cpu_cores ? json(*info->cpu_cores) : json(nullptr);
+    const double n = static_cast<double>(st.steps);
+    Emit(MakeFinding(
+        Severity::kWarning, node, "rank" + std::to_string(st.rank), st.start_ns, st.end_ns,
+        "Rank " + std::to_string(st.rank) + " on " + node + " waits for its next batch " +
+            Pct(share) + " of the step time (steps " + std::to_string(st.first_step) + "-" +
+            std::to_string(st.last_step) + ", threshold " + Pct(threshold_) + ")",
+        "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to the "
+        "cores per GPU (this node: " +
+            (cores.is_null() ? std::string("n/a") : cores.dump()) +
+            "), pin_memory=True, persistent_workers=True and a larger prefetch_factor; move "
+            "decoding/augmentation to the GPU or pre-process the dataset offline.",
+        {{"data_wait_share", Round(share)},
+         {"mean_data_wait_ms", Round(st.part_ns / n / 1e6, 3)},
+         {"mean_step_ms", Round(st.step_ns / n / 1e6, 3)},
+         {"steps", st.steps},
+         {"first_step", st.first_step},
+         {"last_step", st.last_step},
+         {"threshold_ratio", threshold_},
+         {"cores", cores}}));
+  }
+};
+
+class GpuIdleBetweenStepsRule : public StepWindowRule {
+ public:
+  GpuIdleBetweenStepsRule(const RuleSpec& spec, Params params)
+      : StepWindowRule(spec, std::move(params)),
+        max_gap_ns_(this->params().Number("max_gap_s") * kNsPerSecond) {}
+
+ protected:
+  bool Measure(const StepRow& s, int64_t prev_end, double* part) override {
+    if (prev_end == 0) return false;
+    const double gap = static_cast<double>(s.start_ns - prev_end);
+    // Overlapping steps (gap < 0) add nothing; long pauses belong to LongPauses.
+    *part = std::clamp(gap, 0.0, max_gap_ns_);
+    if (gap > max_gap_ns_) *part = 0;
+    return true;
+  }
+  double Share(const Stream& st) const override {
+    const double total = st.part_ns + st.step_ns;
+    return total > 0 ? st.part_ns / total : 0;
+  }
+  void Report(const Stream& st, double share) override {
+    const std::string& node = ctx().NodeName(st.node);
+    const double n = static_cast<double>(st.steps);
+    Emit(MakeFinding(
+        Severity::kWarning, node, "rank" + std::to_string(st.rank), st.start_ns, st.end_ns,
+        "Rank " + std::to_string(st.rank) + " on " + node + " spends " + Pct(share) +
+            " of its time between steps (host-side gaps of " + Fixed(st.part_ns / n / 1e6) +
+            " ms per step; threshold " + Pct(threshold_) + ")",
+        "Work between optimizer steps leaves the GPU idle: log and compute metrics every N "
+        "steps instead of every step, avoid host synchronisations (.item(), .cpu(), "
+        "printing tensors), use non_blocking copies, and consider torch.compile or CUDA "
+        "graphs to cut Python overhead.",
+        {{"gap_share", Round(share)},
+         {"mean_gap_ms", Round(st.part_ns / n / 1e6, 3)},
+         {"mean_step_ms", Round(st.step_ns / n / 1e6, 3)},
+         {"steps", st.steps},
+         {"first_step", st.first_step},
+         {"last_step", st.last_step},
+         {"threshold_ratio", threshold_}}));
+  }
+
+ private:
+  double max_gap_ns_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// HostMemoryGrowth: a steady upward trend (least squares) in the training process tree's RSS.
+class HostMemoryGrowthRule : public Rule {
+ public:
+  HostMemoryGrowthRule(const RuleSpec& spec, Params params)
+      : Rule(spec, std::move(params)),
+        min_rate_(this->params().Number("min_growth_bytes_per_hour")),
+        min_r2_(this->params().Number("min_r_squared")),
+        min_duration_ns_(
+            static_cast<int64_t>(this->params().Number("min_duration_s") * kNsPerSecond)),
+        warmup_ns_(static_cast<int64_t>(this->params().Number("warmup_s") * kNsPerSecond)) {}
+
+  void OnSnapshot(const Snapshot& snap) override {
+    for (const SampleValue& v : snap.values) {
+      if (ctx().Series(v.series).kind != MetricKind::kProcessRss) continue;
+      NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
+      if (n.first_seen_ns == 0) n.first_seen_ns = snap.ts_ns;
+      if (snap.ts_ns - n.first_seen_ns < warmup_ns_) continue;  // loading, caches filling
+      ++result().datapoints;
+      if (n.trend.count() == 0) {
+        n.start_ns = snap.ts_ns;
+        n.first_bytes = v.value;
+      }
+      n.trend.Add(static_cast<double>(snap.ts_ns) / kNsPerSecond, v.value);
+      n.last_bytes = v.value;
+      if (n.clock.Due(snap.ts_ns)) Evaluate(snap.node, n, snap.ts_ns);
+    }
+  }
+  void Finalize(int64_t) override {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].trend.count() > 0) Evaluate(static_cast<int32_t>(i), nodes_[i], 0);
+    }
+  }
+
+ private:
+  struct NodeState {
+    stats::LinearTrend trend;
+    ScanClock clock{60'000'000'000};
+    int64_t first_seen_ns = 0, start_ns = 0, last_ns = 0;
+    double first_bytes = 0, last_bytes = 0;
+    bool fired = false;
+  };
+  void Evaluate(int32_t node_id, NodeState& n, int64_t now_ns) {
+    if (now_ns != 0) n.last_ns = now_ns;
+    if (n.fired || n.last_ns - n.start_ns < min_duration_ns_) return;
+    const double per_hour = n.trend.slope() * 3600;
+    const double r2 = n.trend.r_squared();
+    if (per_hour < min_rate_ || r2 < min_r2_) return;
+    n.fired = true;
+    ++result().violations;
+    const std::string& node = ctx().NodeName(node_id);
+    const model::NodeInfo* info = ctx().NodeInfo(node_id);
+    json hours_left = nullptr;
+    if (info != nullptr && info->memory_total_bytes) {
+      hours_left =
+          Round((static_cast<double>(*info->memory_total_bytes) - n.last_bytes) / per_hour, 2);
+    }
+    Emit(MakeFinding(
+        Severity::kWarning, node, "tree", n.start_ns, n.last_ns,
+        "Resident memory of the training processes on " + node + " grows steadily by " +
+            Fixed(per_hour / (1 << 20), 0) + " MiB/hour (" + Fixed(n.first_bytes / (1 << 20), 0) +
+            " -> " + Fixed(n.last_bytes / (1 << 20), 0) + " MiB, r^2 " + Fixed(r2, 2) + ")",
+        "Looks like a host memory leak: tensors or Python objects kept across steps (lists of "
+        "losses or outputs, growing caches, a DataLoader worker copying a large dataset "
+        "object). Store .item() values, not tensors; use tracemalloc or memray to find what "
+        "grows.",
+        {{"growth_bytes_per_hour", Round(per_hour, 0)},
+         {"r_squared", Round(r2, 4)},
+         {"first_bytes", n.first_bytes},
+         {"last_bytes", n.last_bytes},
+         {"samples", n.trend.count()},
+         {"hours_until_node_memory_full", hours_left},
+         {"min_growth_bytes_per_hour", min_rate_}}));
+  }
+
+  double min_rate_, min_r2_;
+  int64_t min_duration_ns_, warmup_ns_;
+  std::vector<NodeState> nodes_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// CPUThrottling: the container's CFS quota throttles it (cgroup_cpu_throttled_ratio, the share
+// of scheduler periods in which the cgroup was throttled), per data-time window.
+class CpuThrottlingRule : public Rule {
+ public:
+  CpuThrottlingRule(const RuleSpec& spec, Params params)
+      : Rule(spec, std::move(params)),
+        threshold_(this->params().Number("threshold_ratio")),
+        window_ns_(static_cast<int64_t>(this->params().Number("window_s") * kNsPerSecond)) {}
+
+  void OnSnapshot(const Snapshot& snap) override {
+    for (const SampleValue& v : snap.values) {
+      if (ctx().Series(v.series).kind != MetricKind::kCgroupThrottled) continue;
+      NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
+      if (n.count > 0 && snap.ts_ns - n.start_ns >= window_ns_) Evaluate(snap.node, n);
+      if (n.count == 0) n.start_ns = snap.ts_ns;
+      n.end_ns = snap.ts_ns;
+      n.sum += v.value;
+      n.max = std::max(n.max, v.value);
+      ++n.count;
+      ++result().datapoints;
+    }
+  }
+  void Finalize(int64_t) override {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].count >= 5) Evaluate(static_cast<int32_t>(i), nodes_[i]);
+    }
+  }
+
+ private:
+  struct NodeState {
+    int64_t start_ns = 0, end_ns = 0, count = 0;
+    double sum = 0, max = 0;
+    Episode episode;
+  };
+  void Evaluate(int32_t node_id, NodeState& n) {
+    const double mean = n.sum / static_cast<double>(n.count);
+    const bool violating = mean > threshold_;
+    if (violating) ++result().violations;
+    if (n.episode.Update(violating)) {
+      const std::string& node = ctx().NodeName(node_id);
+      Emit(
+          MakeFinding(Severity::kWarning, node, "", n.start_ns, n.end_ns,
+                      "The container on " + node + " is CPU-throttled in " + Pct(mean) +
+                          " of scheduler periods (threshold " + Pct(threshold_) + ")",
+                      "The cgroup's CPU limit (cpu.max) is lower than what the job uses: raise the "
+                      "container's CPU limit / request, or use fewer DataLoader workers and set "
+                      "torch.set_num_threads() to fit the quota.",
+                      {{"throttled_ratio_mean", Round(mean)},
+                       {"throttled_ratio_max", Round(n.max)},
+                       {"samples", n.count},
+                       {"threshold_ratio", threshold_}}));
+    }
+    n.count = 0;
+    n.sum = n.max = 0;
+  }
+  double threshold_;
+  int64_t window_ns_;
+  std::vector<NodeState> nodes_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Cross-rank rules in data-time windows: StragglerRank (a rank's median step time against the
+// median of all ranks) and CommunicationBound (collective time as a share of step time).
+class RankWindowRule : public Rule {
+ public:
+  RankWindowRule(const RuleSpec& spec, Params params)
+      : Rule(spec, std::move(params)),
+        threshold_(this->params().Number("threshold_ratio")),
+        window_ns_(static_cast<int64_t>(this->params().Number("window_s") * kNsPerSecond)) {}
+
+  void OnStep(const StepRow& s) override {
+    Tick(s.end_ns());
+    Rank& r = ranks_[{ctx().NodeName(s.node), s.rank}];
+    r.durations_ms.push_back(static_cast<double>(s.duration_ns) / 1e6);
+    if (Recorded(s.data_wait_ns)) r.data_wait_ns += s.data_wait_ns;
+    r.step_ns += s.duration_ns;
+    ++result().datapoints;
+  }
+  void OnSpan(const SpanEvent& e) override {
+    Tick(e.end_ns());
+    if (e.category != "collective") return;
+    Rank& r = ranks_[{ctx().NodeName(e.node), e.rank}];
+    r.collective_ns += e.duration_ns;
+    r.collective_by_name[e.name] += e.duration_ns;
+  }
+  void Finalize(int64_t) override {
+    if (window_start_ns_ != 0) Evaluate(last_ns_);
+  }
+
+ protected:
+  struct Rank {
+    std::vector<double> durations_ms;
+    int64_t step_ns = 0, data_wait_ns = 0, collective_ns = 0;
+    std::map<std::string, int64_t> collective_by_name;
+    Episode episode;
+  };
+  using RankKey = std::pair<std::string, int64_t>;
+  virtual void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) = 0;
+
+  double threshold_;
+
+ private:
+  void Tick(int64_t t) {
+    if (window_start_ns_ == 0) window_start_ns_ = t;
+    if (t - window_start_ns_ >= window_ns_) {
+      Evaluate(t);
+      window_start_ns_ = t;
+    }
+    last_ns_ = t;
+  }
+  void Evaluate(int64_t end) {
+    EvaluateWindow(ranks_, window_start_ns_, end);
+    for (auto& [key, r] : ranks_) {
+      r.durations_ms.clear();
+      r.step_ns = r.data_wait_ns = r.collective_ns = 0;
+      r.collective_by_name.clear();
+    }
+  }
+  int64_t window_ns_;
+  int64_t window_start_ns_ = 0, last_ns_ = 0;
+  std::map<RankKey, Rank> ranks_;
+};
+
+class StragglerRankRule : public RankWindowRule {
+ public:
+  StragglerRankRule(const RuleSpec& spec, Params params)
+      : RankWindowRule(spec, std::move(params)), min_steps_(this->params().Integer("min_steps")) {}
+
+ protected:
+  void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) override {
+    std::vector<std::pair<Rank*, const RankKey*>> active;
+    std::vector<double> medians;
+    for (auto& [key, r] : ranks) {
+      if (static_cast<int64_t>(r.durations_ms.size()) < min_steps_) continue;
+      active.push_back({&r, &key});
+      medians.push_back(stats::Quantile(r.durations_ms, 0.5));
+    }
+    if (active.size() < 2) return;
+    const double typical = stats::Quantile(medians, 0.5);
+    if (typical <= 0) return;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const double ratio = medians[i] / typical;
+      const bool violating = ratio > threshold_;
+      if (violating) ++result().violations;
+      if (!active[i].first->episode.Update(violating)) continue;
+      const RankKey& key = *active[i].second;
+      Emit(MakeFinding(
+          Severity::kWarning, key.first, "rank" + std::to_string(key.second), start, end,
+          "Rank " + std::to_string(key.second) + " on " + key.first +
+              " is a straggler: median "
+              "step " +
+              Fixed(medians[i]) + " ms, " + Fixed(ratio, 2) + "x the median of the " +
+              std::to_string(active.size()) + " ranks (" + Fixed(typical) + " ms)",
+          "One rank is slower than the others and, in synchronous training, holds all of them "
+          "back. Check that rank's GPU (clocks, temperature, throttling, other processes), its "
+          "data shard (size, sequence lengths) and its host (CPU contention, slower disk).",
+          {{"rank_median_step_ms", Round(medians[i], 3)},
+           {"median_of_ranks_ms", Round(typical, 3)},
+           {"ratio", Round(ratio, 4)},
+           {"ranks_compared", active.size()},
+           {"steps_in_window", active[i].first->durations_ms.size()},
+           {"threshold_ratio", threshold_}}));
+    }
+  }
+
+ private:
+  int64_t min_steps_;
+};
+
+class CommunicationBoundRule : public RankWindowRule {
+ public:
+  using RankWindowRule::RankWindowRule;
+
+ protected:
+  void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) override {
+    for (auto& [key, r] : ranks) {
+      if (r.step_ns <= 0) continue;
+      const double share =
+          std::min(1.0, static_cast<double>(r.collective_ns) / static_cast<double>(r.step_ns));
+      const bool violating = share > threshold_;
+      if (violating) ++result().violations;
+      if (!r.episode.Update(violating)) continue;
+      json by_name = json::object();
+      for (const auto& [name, ns] : r.collective_by_name) by_name[name] = Ms(ns);
+      Emit(MakeFinding(
+          Severity::kWarning, key.first, "rank" + std::to_string(key.second), start, end,
+          "Rank " + std::to_string(key.second) + " on " + key.first + " spends " + Pct(share) +
+              " of its step time in collective communication (threshold " + Pct(threshold_) + ")",
+          "Communication dominates the step: overlap it with compute (DDP bucket_cap_mb, "
+          "gradient_as_bucket_view, FSDP prefetch), communicate less (gradient accumulation, a "
+          "larger per-GPU batch, bf16/fp16 gradient compression), or use a faster interconnect "
+          "(NVLink, EFA) / fewer nodes.",
+          {{"collective_share", Round(share)},
+           {"collective_ms", Ms(r.collective_ns)},
+           {"step_ms", Ms(r.step_ns)},
+           {"collectives_ms_by_name", by_name},
+           {"threshold_ratio", threshold_}}));
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// LongPauses: a gap between two consecutive steps of a process longer than
+// max(min_pause_s, pause_factor x mean step); checkpoints overlapping the gap are named.
+class LongPausesRule : public Rule {
+ public:
+  LongPausesRule(const RuleSpec& spec, Params params)
+      : Rule(spec, std::move(params)),
+        min_pause_ns_(this->params().Number("min_pause_s") * kNsPerSecond),
+        factor_(this->params().Number("pause_factor")),
+        max_findings_(this->params().Integer("max_findings")) {}
+
+  void OnSpan(const SpanEvent& e) override {
+    if (e.category != model::kCategoryPhase) return;
+    auto& recent = phases_[ctx().NodeName(e.node)];
+    recent.push_back(e);
+    if (recent.size() > 32) recent.pop_front();
+  }
+  void OnStep(const StepRow& s) override {
+    Stream& st = streams_[{ctx().NodeName(s.node), s.rank, s.pid, s.mode}];
+    ++result().datapoints;
+    if (st.prev_end_ns != 0) {
+      const double gap = static_cast<double>(s.start_ns - st.prev_end_ns);
+      const double limit = std::max(min_pause_ns_, factor_ * st.stats.mean() * 1e6);
+      if (gap > limit) Report(s, st, gap, limit);
+    }
+    st.stats.Add(static_cast<double>(s.duration_ns) / 1e6);
+    st.prev_end_ns = s.end_ns();
+    st.prev_step = s.step;
+  }
+
+ private:
+  struct Stream {
+    stats::RunningStats stats;
+    int64_t prev_end_ns = 0, prev_step = 0;
+  };
+  void Report(const StepRow& s, const Stream& st, double gap, double limit) {
+    ++result().violations;  // every pause counts; findings are capped
+    const std::string& node = ctx().NodeName(s.node);
+    json overlapping = json::array();
+    bool checkpoint = false;
+    for (const SpanEvent& p : phases_[node]) {
+      if (p.start_ns < s.start_ns && p.end_ns() > st.prev_end_ns) {
+        overlapping.push_back(
+            {{"phase", p.name}, {"start_ns", p.start_ns}, {"duration_ms", Ms(p.duration_ns)}});
+        checkpoint |= p.name == "checkpoint";
+      }
+    }
+    if (static_cast<int64_t>(result().findings.size()) >= max_findings_) return;
+    Emit(MakeFinding(
+        Severity::kWarning, node, "rank" + std::to_string(s.rank), st.prev_end_ns, s.start_ns,
+        "Training on rank " + std::to_string(s.rank) + " of " + node + " paused " +
+            Fixed(gap / kNsPerSecond) + " s between steps " + std::to_string(st.prev_step) +
+            " and " + std::to_string(s.step) + (checkpoint ? " while checkpointing" : "") +
+            " (mean step " + Fixed(st.stats.mean()) + " ms)",
+        checkpoint ? "Checkpointing stops training: save asynchronously (torch.distributed."
+                     "checkpoint.async_save, a background thread), save less often, write to "
+                     "local NVMe and upload in the background, or save only model and "
+                     "optimizer state shards."
+                   : "The training loop stopped for a long time: check periodic evaluation, "
+                     "checkpointing, data re-sharding between epochs or blocking uploads, and "
+                     "make them asynchronous or less frequent.",
+        {{"pause_ms", Round(gap / 1e6, 3)},
+         {"limit_ms", Round(limit / 1e6, 3)},
+         {"mean_step_ms", Round(st.stats.mean(), 3)},
+         {"step_before", st.prev_step},
+         {"step_after", s.step},
+         {"overlapping_phases", overlapping}}));
+  }
+
+  double min_pause_ns_, factor_;
+  int64_t max_findings_;
+  std::map<StreamKey, Stream> streams_;
+  std::map<std::string, std::deque<SpanEvent>> phases_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// UnderusedInstance: the whole node is mostly idle during training (GPUs, GPU memory and CPU
+// all low on average), so a smaller instance or a larger batch would do.
+class UnderusedInstanceRule : public Rule {
+ public:
+  UnderusedInstanceRule(const RuleSpec& spec, Params params)
+      : Rule(spec, std::move(params)),
+        gpu_(this->params().Number("gpu_threshold_ratio")),
+        mem_(this->params().Number("gpu_memory_threshold_ratio")),
+        cpu_(this->params().Number("cpu_threshold_ratio")),
+        min_duration_ns_(
+            static_cast<int64_t>(this->params().Number("min_duration_s") * kNsPerSecond)) {}
+
+  void OnStep(const StepRow& s) override {
+    NodeState& n = Grow(nodes_, static_cast<size_t>(s.node));
+    if (!n.training) {
+      // Count from the first step: downloads and setup are not what the instance is for.
+      n.training = true;
+      n.Reset();
+    }
+  }
+  void OnSnapshot(const Snapshot& snap) override {
+    NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
+    double cpu = 0, gpu = 0, mem = 0, total = -1;
+    int cores = 0, gpus = 0, mems = 0;
+    for (const SampleValue& v : snap.values) {
+      switch (ctx().Series(v.series).kind) {
+        case MetricKind::kCpuCore:
+          cpu += v.value;
+          ++cores;
+          break;
+        case MetricKind::kCpuTotal:
+          total = v.value;
+          break;
+        case MetricKind::kGpuUtil:
+          gpu += v.value;
+          ++gpus;
+          break;
+        case MetricKind::kGpuMemUtil:
+          mem += v.value;
+          ++mems;
+          break;
+        default:
+          break;
+      }
+    }
+    if (cores == 0 && total < 0) return;
+    ++result().datapoints;
+    if (n.count == 0) n.start_ns = snap.ts_ns;
+    n.end_ns = snap.ts_ns;
+    ++n.count;
+    n.cpu += total >= 0 ? total : cpu / cores;
+    if (gpus > 0) {
+      n.gpu += gpu / gpus;
+      ++n.gpu_count;
+    }
+    if (mems > 0) {
+      n.mem += mem / mems;
+      ++n.mem_count;
+    }
+    if (n.training && n.clock.Due(snap.ts_ns)) Evaluate(snap.node, n);
+  }
+  void Finalize(int64_t) override {
+    for (size_t i = 0; i < nodes_.size(); ++i) Evaluate(static_cast<int32_t>(i), nodes_[i]);
+  }
+
+ private:
+  struct NodeState {
+    bool training = false, fired = false;
+    int64_t start_ns = 0, end_ns = 0, count = 0, gpu_count = 0, mem_count = 0;
+    double cpu = 0, gpu = 0, mem = 0;
+    ScanClock clock{60'000'000'000};
+    void Reset() {
+      count = gpu_count = mem_count = 0;
+      cpu = gpu = mem = 0;
+    }
+  };
+  void Evaluate(int32_t node_id, NodeState& n) {
+    if (n.fired || n.count == 0 || n.end_ns - n.start_ns < min_duration_ns_) return;
+    const double cpu = n.cpu / static_cast<double>(n.count);
+    const bool has_gpu = n.gpu_count > 0;
+    const double gpu = has_gpu ? n.gpu / static_cast<double>(n.gpu_count) : 0;
+    const double mem = n.mem_count > 0 ? n.mem / static_cast<double>(n.mem_count) : 0;
+    const bool idle = cpu < cpu_ && (!has_gpu || (gpu < gpu_ && mem < mem_));
+    if (!idle) return;
+    n.fired = true;
+    ++result().violations;
+    const std::string& node = ctx().NodeName(node_id);
+    const double hours = static_cast<double>(n.end_ns - n.start_ns) / 3.6e12;
+    Emit(MakeFinding(
+        Severity::kWarning, node, "", n.start_ns, n.end_ns,
+        "The instance " +
+            (ctx().InstanceType().empty() ? node : ctx().InstanceType() + " (" + node + ")") +
+            " is mostly idle while training: mean CPU " + Pct(cpu) +
+            (has_gpu ? ", GPU " + Pct(gpu) + ", GPU memory " + Pct(mem) : std::string()) +
+            " over " + Fixed(hours * 60, 0) + " minutes",
+        has_gpu ? "Use the hardware or pay for less of it: raise the batch size (GPU memory is "
+                  "mostly free), or move to an instance with fewer or smaller GPUs; `trainprof "
+                  "cost` prices the alternatives."
+                : "The job uses a small part of this machine: a smaller instance would do.",
+        {{"cpu_mean_ratio", Round(cpu)},
+         {"gpu_mean_ratio", has_gpu ? json(Round(gpu)) : json(nullptr)},
+         {"gpu_memory_mean_ratio", n.mem_count > 0 ? json(Round(mem)) : json(nullptr)},
+         {"duration_hours", Round(hours, 4)},
+         {"instance_type", ctx().InstanceType()},
+         // Priced by the cost advisor (`trainprof cost`); not known to the rules.
+         {"idle_cost_usd", nullptr}}));
+  }
+  double gpu_, mem_, cpu_;
+  int64_t min_duration_ns_;
+  std::vector<NodeState> nodes_;
+};
+
+ParamSpec P(const char* name, json value, const char* description) {
+  return {name, std::move(value), description};
+}
+
+}  // namespace
+
+void AddOwnRules(std::vector<BuiltinRule>* out) {
+  out->push_back({{"DataLoaderStarvation",
+                   "Per training process: share of step time spent waiting for the next batch "
+                   "(data_wait), over windows of `window_steps` steps.",
+                   false,
+                   {P("threshold_ratio", 0.2, "share of step time waiting for data (0..1)"),
+                    P("window_steps", 50, "steps per window"),
+                    P("warmup_steps", 5, "first steps ignored (workers starting)")}},
+                  FactoryOf<DataLoaderStarvationRule>()});
+  out->push_back(
+      {{"GPUIdleBetweenSteps",
+        "Per training process: share of wall time spent between steps (host-side gaps shorter "
+        "than `max_gap_s`), over windows of `window_steps` steps.",
+        false,
+        {P("threshold_ratio", 0.15, "share of time between steps (0..1)"),
+         P("window_steps", 50, "steps per window"), P("warmup_steps", 5, "first steps ignored"),
+         P("max_gap_s", 10, "longer gaps are pauses (LongPauses), not counted here")}},
+       FactoryOf<GpuIdleBetweenStepsRule>()});
+  out->push_back(
+      {{"HostMemoryGrowth",
+        "Per node: least-squares trend of the training process tree's resident memory; fires "
+        "on steady growth.",
+        false,
+        {P("min_growth_bytes_per_hour", 536870912.0, "growth rate that counts as a leak"),
+         P("min_r_squared", 0.8, "how straight the trend must be (0..1)"),
+         P("min_duration_s", 600, "seconds of data before judging"),
+         P("warmup_s", 300, "first seconds ignored (model and data loading)")}},
+       FactoryOf<HostMemoryGrowthRule>()});
+  out->push_back({{"CPUThrottling",
+                   "Per node: mean share of CFS periods in which the container was throttled "
+                   "(cgroup_cpu_throttled_ratio), per window.",
+                   false,
+                   {P("threshold_ratio", 0.1, "share of throttled periods (0..1)"),
+                    P("window_s", 60, "seconds per window")}},
+                  FactoryOf<CpuThrottlingRule>()});
+  out->push_back(
+      {{"StragglerRank",
+        "Per data-time window: a rank whose median step time exceeds `threshold_ratio` times "
+        "the median over all ranks.",
+        false,
+        {P("threshold_ratio", 1.15, "rank median / median of ranks"),
+         P("window_s", 60, "seconds per window"),
+         P("min_steps", 5, "steps a rank needs in a window to be compared")}},
+       FactoryOf<StragglerRankRule>()});
+  out->push_back(
+      {{"CommunicationBound",
+        "Per rank and data-time window: time in collective calls (all_reduce...) as a share "
+        "of step time.",
+        false,
+        {P("threshold_ratio", 0.3, "collective time / step time (0..1)"),
+         P("window_s", 60, "seconds per window")}},
+       FactoryOf<CommunicationBoundRule>()});
+  out->push_back(
+      {{"LongPauses",
+        "Per training process: a gap between consecutive steps longer than max(`min_pause_s`, "
+        "`pause_factor` x mean step); names overlapping checkpoint / evaluation phases.",
+        false,
+        {P("min_pause_s", 60, "shortest pause reported, seconds"),
+         P("pause_factor", 10, "pause / mean step time"),
+         P("max_findings", 20, "findings reported (all pauses are counted)")}},
+       FactoryOf<LongPausesRule>()});
+  out->push_back(
+      {{"UnderusedInstance",
+        "Per node, from the first step: mean CPU, GPU and GPU memory utilisation all below "
+        "their thresholds: a smaller instance or a bigger batch would do.",
+        false,
+        {P("gpu_threshold_ratio", 0.3, "mean GPU utilisation (0..1)"),
+         P("gpu_memory_threshold_ratio", 0.3, "mean GPU memory utilisation (0..1)"),
+         P("cpu_threshold_ratio", 0.3, "mean CPU utilisation (0..1)"),
+         P("min_duration_s", 600, "seconds of training before judging")}},
+       FactoryOf<UnderusedInstanceRule>()});
+}
+
+}  // namespace trainprof::analyze::rules

@@ -1,0 +1,204 @@
+// Golden scenarios for trainprof's own rules: a positive and a negative case each.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "analyze/rules/rules_test_util.h"
+
+namespace trainprof::analyze::rules {
+namespace {
+
+using namespace testing;  // NOLINT
+
+int64_t Jitter(int64_t step, int64_t base_ms) { return (base_ms + (step * 7919) % 11 - 5) * kMs; }
+
+TEST(DataLoaderStarvationTest, FiresWhenTheLoopWaitsForBatches) {
+  Scenario s("starved");
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = Jitter(step, 100);
+            *compute = Jitter(step, 150);
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
+  EXPECT_TRUE(r.triggered);
+  ASSERT_EQ(r.findings.size(), 1u);  // one long episode, reported once
+  EXPECT_GT(r.violations, 10);
+  EXPECT_EQ(r.findings[0].device, "rank0");
+  EXPECT_NEAR(Evidence(r.findings[0])["data_wait_share"].get<double>(), 0.4, 0.02);
+  EXPECT_NE(r.findings[0].recommendation.find("num_workers"), std::string::npos);
+  EXPECT_NE(r.findings[0].recommendation.find("pin_memory"), std::string::npos);
+}
+
+TEST(DataLoaderStarvationTest, SilentWhenBatchesAreReady) {
+  Scenario s("fed");
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = 3 * kMs;
+            *compute = Jitter(step, 200);
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
+  EXPECT_FALSE(r.triggered);
+  EXPECT_GT(r.datapoints, 1000);
+}
+
+TEST(GpuIdleBetweenStepsTest, FiresOnHostSideGaps) {
+  Scenario s("gaps");
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t*, int64_t* compute, int64_t* gap) {
+            *compute = Jitter(step, 200);
+            *gap = 80 * kMs;  // logging / .item() after every step
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "GPUIdleBetweenSteps");
+  EXPECT_TRUE(r.triggered);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NEAR(Evidence(r.findings[0])["mean_gap_ms"].get<double>(), 80, 0.5);
+  Scenario neg("no_gaps");
+  neg.Steps("n0", 0, kStart, kStart + 300 * kSec,
+            [](int64_t step, int64_t*, int64_t* compute, int64_t* gap) {
+              *compute = Jitter(step, 200);
+              *gap = 2 * kMs;
+            });
+  EXPECT_FALSE(EvaluateOne(neg.Finish(), "GPUIdleBetweenSteps").triggered);
+}
+
+TEST(HostMemoryGrowthTest, FiresOnASteadyLeak) {
+  Scenario s("leak");
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> noise(-30e6, 30e6);
+  s.System("n0", 1800, 1000, 4, 0, [&](Scenario::Tick& t) {
+    t.rss_bytes = 4e9 + 2.0 * (1 << 30) * t.seconds / 3600 + noise(rng);  // +2 GiB/hour
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth");
+  EXPECT_TRUE(r.triggered);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NEAR(Evidence(r.findings[0])["growth_bytes_per_hour"].get<double>(), 2.0 * (1 << 30),
+              0.1 * (1 << 30));
+  EXPECT_EQ(r.findings[0].device, "tree");
+}
+
+TEST(HostMemoryGrowthTest, SilentOnFlatAndSawtoothMemory) {
+  Scenario s("no_leak");
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> noise(-50e6, 50e6);
+  s.System("flat", 1800, 1000, 4, 0, [&](Scenario::Tick& t) { t.rss_bytes = 4e9 + noise(rng); });
+  s.System("sawtooth", 1800, 1000, 4, 0, [&](Scenario::Tick& t) {
+    // Caches fill for two minutes, then are freed: busy, but not a leak.
+    t.rss_bytes = 4e9 + 5e8 * std::fmod(t.seconds, 120.0) / 120.0;
+  });
+  EXPECT_FALSE(EvaluateOne(s.Finish(), "HostMemoryGrowth").triggered);
+}
+
+TEST(CpuThrottlingTest, FiresOnlyWhenTheContainerIsThrottled) {
+  Scenario s("throttled");
+  s.System("limited", 600, 500, 4, 0, [](Scenario::Tick& t) { t.throttled = 0.4; });
+  s.System("free", 600, 500, 4, 0, [](Scenario::Tick& t) { t.throttled = 0.01; });
+  RuleResult r = EvaluateOne(s.Finish(), "CPUThrottling");
+  EXPECT_TRUE(r.triggered);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].node, "limited");
+  EXPECT_DOUBLE_EQ(Evidence(r.findings[0])["throttled_ratio_mean"].get<double>(), 0.4);
+}
+
+TEST(StragglerRankTest, NamesTheSlowRank) {
+  Scenario s("straggler");
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    s.Steps(rank < 2 ? "n0" : "n1", rank, kStart, kStart + 300 * kSec,
+            [rank](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+              *compute = Jitter(step, rank == 2 ? 300 : 200);
+            });
+  }
+  RuleResult r = EvaluateOne(s.Finish(), "StragglerRank");
+  EXPECT_TRUE(r.triggered);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].node, "n1");
+  EXPECT_EQ(r.findings[0].device, "rank2");
+  EXPECT_NEAR(Evidence(r.findings[0])["ratio"].get<double>(), 1.5, 0.05);
+}
+
+TEST(StragglerRankTest, SilentWhenRanksKeepPace) {
+  Scenario s("in_step");
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    s.Steps("n0", rank, kStart, kStart + 300 * kSec,
+            [rank](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+              *compute = Jitter(step + rank, 200);
+            });
+  }
+  RuleResult r = EvaluateOne(s.Finish(), "StragglerRank");
+  EXPECT_FALSE(r.triggered);
+  EXPECT_GT(r.datapoints, 5000);
+}
+
+TEST(CommunicationBoundTest, FiresWhenCollectivesDominateSteps) {
+  auto run = [](int64_t allreduce_ms) {
+    Scenario s("comm" + std::to_string(allreduce_ms));
+    int64_t t = kStart;
+    for (int64_t step = 0; t < kStart + 300 * kSec; ++step) {
+      s.Step("n0", 0, step, t, 5 * kMs, 60 * kMs, 120 * kMs, 15 * kMs);
+      s.Span("n0", "collective", "all_reduce", t + 70 * kMs, allreduce_ms * kMs, 0, 1000);
+      t += 200 * kMs;
+    }
+    return EvaluateOne(s.Finish(), "CommunicationBound");
+  };
+  RuleResult heavy = run(120);
+  EXPECT_TRUE(heavy.triggered);
+  ASSERT_EQ(heavy.findings.size(), 1u);
+  EXPECT_NEAR(Evidence(heavy.findings[0])["collective_share"].get<double>(), 0.6, 0.02);
+  EXPECT_TRUE(Evidence(heavy.findings[0])["collectives_ms_by_name"].contains("all_reduce"));
+  EXPECT_FALSE(run(10).triggered);
+}
+
+TEST(LongPausesTest, NamesTheCheckpointThatStoppedTraining) {
+  Scenario s("pause");
+  const int64_t pause_at = kStart + 200 * kSec;
+  int64_t next =
+      s.Steps("n0", 0, kStart, pause_at,
+              [](int64_t step, int64_t*, int64_t* c, int64_t*) { *c = Jitter(step, 200); });
+  s.Span("n0", "phase", "checkpoint", pause_at + kSec, 118 * kSec);
+  s.Steps(
+      "n0", 0, pause_at + 120 * kSec, pause_at + 300 * kSec,
+      [](int64_t step, int64_t*, int64_t* c, int64_t*) { *c = Jitter(step, 200); }, next);
+  RuleResult r = EvaluateOne(s.Finish(), "LongPauses");
+  EXPECT_TRUE(r.triggered);
+  EXPECT_EQ(r.violations, 1);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NE(r.findings[0].message.find("checkpointing"), std::string::npos);
+  EXPECT_EQ(Evidence(r.findings[0])["overlapping_phases"][0]["phase"], "checkpoint");
+  EXPECT_NE(r.findings[0].recommendation.find("async"), std::string::npos);
+}
+
+TEST(LongPausesTest, SilentOnShortGaps) {
+  Scenario s("short_gaps");
+  s.Steps("n0", 0, kStart, kStart + 600 * kSec,
+          [](int64_t step, int64_t*, int64_t* c, int64_t* gap) {
+            *c = Jitter(step, 200);
+            *gap = step % 500 == 499 ? 2 * kSec : 0;  // a 2 s evaluation now and then
+          });
+  EXPECT_FALSE(EvaluateOne(s.Finish(), "LongPauses").triggered);
+}
+
+TEST(UnderusedInstanceTest, FiresWhenEverythingIdlesDuringTraining) {
+  auto run = [](double gpu) {
+    Scenario s("idle" + std::to_string(static_cast<int>(gpu * 100)));
+    s.System("n0", 1500, 1000, 8, 4, [gpu](Scenario::Tick& t) {
+      for (auto& c : t.core) c = 0.05;
+      for (auto& g : t.gpu) g = t.seconds < 120 ? 0.0 : gpu;
+      for (auto& m : t.gpu_mem) m = 0.1;
+    });
+    s.Steps("n0", 0, kStart + 120 * kSec, kStart + 1500 * kSec,
+            [](int64_t step, int64_t*, int64_t* c, int64_t*) { *c = Jitter(step, 200); });
+    return EvaluateOne(s.Finish(), "UnderusedInstance");
+  };
+  RuleResult idle = run(0.1);
+  EXPECT_TRUE(idle.triggered);
+  ASSERT_EQ(idle.findings.size(), 1u);
+  auto ev = Evidence(idle.findings[0]);
+  EXPECT_NEAR(ev["gpu_mean_ratio"].get<double>(), 0.1, 1e-6);
+  EXPECT_EQ(ev["instance_type"], "ml.p4d.24xlarge");
+  // Judged from the first step: the two idle minutes before it do not count.
+  EXPECT_GE(idle.findings[0].start_ns, kStart + 120 * kSec);
+  EXPECT_FALSE(run(0.9).triggered);
+}
+
+}  // namespace
+}  // namespace trainprof::analyze::rules

@@ -1,0 +1,346 @@
+// Golden scenarios for SageMaker's rules: a positive and a negative case for each, and one
+// test per defect of the original implementation that we must not reproduce.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "analyze/rules/registry.h"
+#include "analyze/rules/rules_test_util.h"
+
+namespace trainprof::analyze::rules {
+namespace {
+
+using namespace testing;  // NOLINT
+
+// Seeded noise: realistic jitter, stable goldens.
+struct Noise {
+  std::mt19937 rng{7};
+  double Uniform(double mean, double half_width) {
+    return std::uniform_real_distribution<double>(mean - half_width, mean + half_width)(rng);
+  }
+};
+
+TEST(CpuBottleneckTest, FiresWhenGpusIdleWhileACoreIsSaturated) {
+  Scenario s("cpu_bottleneck");
+  Noise n;
+  s.System("n0", 1200, 500, 8, 4, [&](Scenario::Tick& t) {
+    for (auto& g : t.gpu) g = n.Uniform(0.05, 0.03);
+    t.core[0] = n.Uniform(0.98, 0.01);
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "CPUBottleneck");
+  EXPECT_TRUE(r.triggered);
+  EXPECT_EQ(r.datapoints, 2400);
+  EXPECT_EQ(r.violations, 2400);  // every sample is a bottleneck, each counted once
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].node, "n0");
+  EXPECT_EQ(Evidence(r.findings[0])["bottleneck_percent"], 100.0);
+  EXPECT_NE(r.findings[0].recommendation.find("num_workers"), std::string::npos);
+}
+
+TEST(CpuBottleneckTest, SilentWhenGpusAreBusyOrCpuIsIdle) {
+  Scenario s("cpu_busy_gpu_busy");
+  Noise n;
+  s.System("n0", 1200, 500, 8, 4, [&](Scenario::Tick& t) {
+    t.core[0] = 0.98;
+    for (auto& g : t.gpu) g = n.Uniform(0.9, 0.05);
+  });
+  s.System("n1", 1200, 500, 8, 4, [&](Scenario::Tick& t) {
+    for (auto& g : t.gpu) g = 0.02;  // idle GPUs, idle CPU: not a CPU bottleneck
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "CPUBottleneck");
+  EXPECT_FALSE(r.triggered);
+  EXPECT_EQ(r.violations, 0);
+  EXPECT_EQ(r.datapoints, 4800);
+}
+
+TEST(IoBottleneckTest, FiresOnIowaitWithIdleGpusOnly) {
+  Scenario pos("io_pos");
+  pos.System("n0", 1200, 500, 8, 2, [&](Scenario::Tick& t) {
+    t.iowait = 0.62;
+    t.gpu = {0.03, 0.04};
+  });
+  RuleResult r = EvaluateOne(pos.Finish(), "IOBottleneck");
+  EXPECT_TRUE(r.triggered);
+  EXPECT_EQ(r.violations, 2400);
+  Scenario neg("io_neg");
+  neg.System("n0", 1200, 500, 8, 2, [&](Scenario::Tick& t) {
+    t.iowait = 0.05;
+    t.gpu = {0.03, 0.04};
+  });
+  EXPECT_FALSE(EvaluateOne(neg.Finish(), "IOBottleneck").triggered);
+}
+
+TEST(LowGpuUtilizationTest, UnderusedAndFluctuatingGpusAreNamed) {
+  Scenario s("low_gpu");
+  Noise n;
+  int64_t tick = 0;
+  s.System("n0", 1800, 500, 4, 4, [&](Scenario::Tick& t) {
+    t.gpu[0] = n.Uniform(0.30, 0.05);
+    t.gpu[1] = n.Uniform(0.90, 0.05);
+    t.gpu[2] = (tick++ % 2) ? 0.95 : 0.0;  // busy, then idle, then busy...
+    t.gpu[3] = n.Uniform(0.88, 0.05);
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "LowGPUUtilization");
+  EXPECT_TRUE(r.triggered);
+  // 3600 values per GPU: windows end at 1500, 2000, ..., 3500 and the trailing one at 3600.
+  EXPECT_EQ(r.violations, 12);
+  ASSERT_EQ(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[0].device, "gpu0");
+  EXPECT_EQ(Evidence(r.findings[0])["kind"], "underutilized");
+  EXPECT_EQ(r.findings[1].device, "gpu2");
+  EXPECT_EQ(Evidence(r.findings[1])["kind"], "fluctuating");
+  EXPECT_EQ(r.datapoints, 4 * 3600);
+}
+
+TEST(LowGpuUtilizationTest, SilentOnBusyGpusAndBeforePatience) {
+  Scenario busy("gpu_busy");
+  Noise n;
+  busy.System("n0", 1800, 500, 4, 4, [&](Scenario::Tick& t) {
+    for (auto& g : t.gpu) g = n.Uniform(0.9, 0.08);
+  });
+  EXPECT_FALSE(EvaluateOne(busy.Finish(), "LowGPUUtilization").triggered);
+  Scenario short_run("gpu_short");  // 400 s = 800 values < patience 1000
+  short_run.System("n0", 400, 500, 4, 1, [&](Scenario::Tick& t) { t.gpu[0] = 0.1; });
+  EXPECT_FALSE(EvaluateOne(short_run.Finish(), "LowGPUUtilization").triggered);
+}
+
+TEST(BatchSizeTest, FiresWhenCpuGpuAndMemoryAreAllLow) {
+  Scenario pos("batch_pos");
+  pos.System("n0", 1800, 500, 8, 2, [&](Scenario::Tick& t) {
+    for (auto& c : t.core) c = 0.2;
+    t.gpu = {0.3, 0.35};
+    t.gpu_mem = {0.2, 0.25};
+  });
+  RuleResult r = EvaluateOne(pos.Finish(), "BatchSize");
+  EXPECT_TRUE(r.triggered);
+  EXPECT_EQ(r.violations, 12);  // 6 windows x 2 GPUs
+  ASSERT_EQ(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[1].device, "gpu1");
+  Scenario neg("batch_neg");
+  neg.System("n0", 1800, 500, 8, 2, [&](Scenario::Tick& t) {
+    for (auto& c : t.core) c = 0.2;
+    t.gpu = {0.3, 0.35};
+    t.gpu_mem = {0.85, 0.9};  // memory is full: a larger batch does not fit
+  });
+  EXPECT_FALSE(EvaluateOne(neg.Finish(), "BatchSize").triggered);
+}
+
+// Defect: smdebug compared mean(v[-window:]) with mean(v[-window-1:-2]), two slices that
+// overlap in all but a value or two, so a steady climb never showed. We compare adjacent,
+// disjoint windows.
+TEST(GpuMemoryIncreaseTest, DefectOffByOneWindowsMissedASteadyClimb) {
+  Scenario s("gpu_mem_ramp");
+  std::vector<double> pct;  // the values as percent, to replay smdebug's comparison
+  int64_t i = 0;
+  s.System("n0", 1200, 500, 4, 1, [&](Scenario::Tick& t) {
+    const double v = i < 1100 ? 20 : std::min(84.0, 20 + 0.8 * static_cast<double>(i - 1100));
+    ++i;
+    t.gpu_mem[0] = v / 100;
+    pct.push_back(v);
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "GPUMemoryIncrease");
+  EXPECT_TRUE(r.triggered);
+  EXPECT_EQ(r.violations, 1);  // one climb, one violation
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NEAR(Evidence(r.findings[0])["increase_percent_points"].get<double>(), 5.6, 2.5);
+
+  // smdebug's slices on the same values never exceed the 5-point threshold.
+  double worst = 0;
+  for (size_t k = 12; k <= pct.size(); ++k) {
+    double cur = 0, prev = 0;
+    for (size_t j = k - 10; j < k; ++j) cur += pct[j];
+    for (size_t j = k - 11; j < k - 2; ++j) prev += pct[j];
+    worst = std::max(worst, cur / 10 - prev / 9);
+  }
+  EXPECT_LT(worst, 5.0);
+}
+
+TEST(GpuMemoryIncreaseTest, SilentOnFlatNoisyMemory) {
+  Scenario s("gpu_mem_flat");
+  Noise n;
+  s.System("n0", 1200, 500, 4, 2, [&](Scenario::Tick& t) {
+    for (auto& m : t.gpu_mem) m = n.Uniform(0.6, 0.01);
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "GPUMemoryIncrease");
+  EXPECT_FALSE(r.triggered);
+  EXPECT_EQ(r.datapoints, 4800);
+}
+
+// Defect: smdebug never analysed the data after its last full scan minute.
+TEST(LastMinuteTest, DefectProblemsInTheLastMinuteAreFound) {
+  Scenario s("last_minute");
+  int64_t i = 0;
+  s.System("n0", 1200, 500, 4, 1, [&](Scenario::Tick& t) {
+    t.gpu_mem[0] = (i++ < 2340) ? 0.2 : 0.45;  // +25 points in the last 30 s
+  });
+  const int64_t end = kStart + 1200 * kSec;
+  // Steps of ~200 ms; 11 slow ones in the last 50 s.
+  s.Steps("n0", 0, kStart + 5 * kSec, end,
+          [&](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = 5 * kMs;
+            *compute = (195 + (step * 7919) % 11 - 5) * kMs;
+            if (step >= 5700 && step % 20 == 0) *compute = 900 * kMs;
+          });
+  const std::string dir = s.Finish();
+  RuleResult mem = EvaluateOne(dir, "GPUMemoryIncrease");
+  ASSERT_TRUE(mem.triggered);
+  EXPECT_GE(mem.findings[0].end_ns, end - 60 * kSec);
+  RuleResult outliers = EvaluateOne(dir, "StepOutlier");
+  ASSERT_TRUE(outliers.triggered);
+  EXPECT_GE(outliers.findings[0].start_ns, end - 120 * kSec);
+}
+
+TEST(LoadBalancingTest, DefectOneGpuAt40PercentAmongGpusAt85IsFound) {
+  Scenario s("load_balancing");
+  Noise n;
+  s.System("n0", 1200, 500, 8, 8, [&](Scenario::Tick& t) {
+    for (size_t g = 0; g < t.gpu.size(); ++g) t.gpu[g] = n.Uniform(g == 3 ? 0.40 : 0.85, 0.04);
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "LoadBalancing");
+  EXPECT_TRUE(r.triggered);
+  EXPECT_EQ(r.violations, 7);  // gpu3 against each of the 7 others, each pair once
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].device, "gpu3");
+  EXPECT_EQ(Evidence(r.findings[0])["imbalanced_peers"].size(), 7u);
+}
+
+TEST(LoadBalancingTest, SilentWhenGpusShareTheLoad) {
+  Scenario s("balanced");
+  Noise n;
+  s.System("n0", 1200, 500, 8, 8, [&](Scenario::Tick& t) {
+    for (auto& g : t.gpu) g = n.Uniform(0.85, 0.06);
+  });
+  s.System("n1", 1200, 500, 8, 8, [&](Scenario::Tick& t) {
+    for (auto& g : t.gpu) g = n.Uniform(0.85, 0.06);
+  });
+  RuleResult r = EvaluateOne(s.Finish(), "LoadBalancing");
+  EXPECT_FALSE(r.triggered);
+  EXPECT_EQ(r.violations, 0);
+}
+
+// Defect: smdebug re-counted the same outlier steps in every scan window.
+TEST(StepOutlierTest, DefectEachOutlierIsCountedOnce) {
+  Scenario s("step_outlier");
+  s.Steps("n0", 0, kStart, kStart + 600 * kSec,
+          [&](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+            *compute = (195 + (step * 7919) % 11 - 5) * kMs;  // 190..200 ms
+            if (step >= 200 && step % 200 == 0 && step <= 2400)
+              *compute = 1000 * kMs;  // 12 outliers
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "StepOutlier");
+  EXPECT_TRUE(r.triggered);
+  EXPECT_EQ(r.violations, 12);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(Evidence(r.findings[0])["outliers"], 11);  // fired on the 11th (> n_outliers=10)
+  EXPECT_EQ(Evidence(r.findings[0])["outlier_steps"][0]["step"], 200);
+}
+
+TEST(StepOutlierTest, SilentWithFewOutliersAndFiltersByMode) {
+  Scenario s("step_few");
+  s.Steps("n0", 0, kStart, kStart + 600 * kSec,
+          [&](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+            *compute = (195 + (step * 7919) % 11 - 5) * kMs;
+            if (step >= 200 && step % 200 == 0 && step <= 1000)
+              *compute = 1000 * kMs;  // 5 outliers
+          });
+  const std::string dir = s.Finish();
+  RuleResult r = EvaluateOne(dir, "StepOutlier");
+  EXPECT_FALSE(r.triggered);
+  EXPECT_EQ(r.violations, 5);
+  RuleResult eval_only = EvaluateOne(dir, "StepOutlier", {"StepOutlier.mode=EVAL"});
+  EXPECT_EQ(eval_only.datapoints, 0);
+}
+
+TEST(DataloaderTest, TooFewParallelWorkersForTheCores) {
+  auto run = [](int workers) {
+    Scenario s("dataloader" + std::to_string(workers));
+    s.Node("n0", 32, 1);
+    s.Span("n0", "dataloader", "dataloader_init", kStart, 0, 0, 1000,
+           R"({"num_workers": )" + std::to_string(workers) + R"(, "pin_memory": false})");
+    for (int sec = 0; sec < 60; ++sec) {
+      for (int w = 0; w < workers; ++w) {
+        s.Span("n0", "dataloader", "fetch", kStart + sec * kSec + 100 * kMs + w * kMs, 300 * kMs, 0,
+               2000 + w);
+      }
+    }
+    return EvaluateOne(s.Finish(), "Dataloader");
+  };
+  RuleResult few = run(2);
+  EXPECT_TRUE(few.triggered);
+  ASSERT_EQ(few.findings.size(), 1u);
+  auto ev = Evidence(few.findings[0]);
+  EXPECT_EQ(ev["parallel_dataloaders_median"], 2);
+  EXPECT_EQ(ev["cores"], 32);
+  EXPECT_EQ(ev["dataloader_args"]["num_workers"], 2);
+  EXPECT_FALSE(run(24).triggered);  // 24 >= 70 % of 32
+}
+
+TEST(MaxInitializationTimeTest, DefectFiresAloneAndInsideProfilerReport) {
+  Scenario s("slow_start");
+  s.System("n0", 1800, 1000, 4, 1, [](Scenario::Tick&) {});
+  s.Steps("n0", 0, kStart + 25 * 60 * kSec, kStart + 1800 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  const std::string dir = s.Finish();
+  RuleResult alone = EvaluateOne(dir, "MaxInitializationTime");
+  EXPECT_TRUE(alone.triggered);
+  bool in_report = false;
+  for (const RuleResult& r : Evaluate(dir, {"ProfilerReport"})) {
+    if (r.name == "MaxInitializationTime") in_report = r.triggered;
+  }
+  EXPECT_TRUE(in_report);
+  ASSERT_EQ(alone.findings.size(), 1u);
+  // It fired while the job was still waiting, when 20 minutes had passed without a step.
+  EXPECT_EQ(Evidence(alone.findings[0])["first_step_ns"], nullptr);
+  EXPECT_NEAR(static_cast<double>(alone.findings[0].end_ns - kStart) / 6e10, 20.0, 0.05);
+}
+
+TEST(MaxInitializationTimeTest, SilentOnAQuickStartAndHonoursTheThreshold) {
+  Scenario s("quick_start");
+  s.System("n0", 600, 1000, 4, 1, [](Scenario::Tick&) {});
+  s.Steps("n0", 0, kStart + 120 * kSec, kStart + 600 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  const std::string dir = s.Finish();
+  EXPECT_FALSE(EvaluateOne(dir, "MaxInitializationTime").triggered);
+  RuleResult strict =
+      EvaluateOne(dir, "MaxInitializationTime", {"MaxInitializationTime.threshold=1"});
+  ASSERT_TRUE(strict.triggered);
+  EXPECT_EQ(strict.findings[0].end_ns, kStart + 61 * kSec);  // first sample past one minute
+}
+
+TEST(OverallRulesTest, SummariesNeverFire) {
+  Scenario s("overall");
+  s.System("n0", 600, 500, 4, 2, [](Scenario::Tick& t) { t.gpu = {0.4, 0.6}; });
+  s.Steps("n0", 0, kStart + 10 * kSec, kStart + 590 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  s.Span("n0", "phase", "initialization", kStart, 10 * kSec);
+  const std::string dir = s.Finish();
+  RuleResult sys = EvaluateOne(dir, "OverallSystemUsage");
+  EXPECT_FALSE(sys.triggered);
+  EXPECT_DOUBLE_EQ(sys.details["GPU"]["n0"]["p50"].get<double>(), 50.0);
+  EXPECT_DOUBLE_EQ(sys.details["CPU memory"]["n0"]["max"].get<double>(), 25.0);
+  RuleResult fw = EvaluateOne(dir, "OverallFrameworkMetrics");
+  EXPECT_FALSE(fw.triggered);
+  EXPECT_DOUBLE_EQ(fw.details["modes"]["train"]["data_wait_percent"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(fw.details["initialization_ms"].get<double>(), 10000.0);
+  EXPECT_DOUBLE_EQ(fw.details["phases"]["initialization"]["duration_ms"].get<double>(), 10000.0);
+}
+
+TEST(ProfilerReportTest, RunsEveryBuiltinRuleAndSummarises) {
+  Scenario s("report");
+  s.System("n0", 120, 500, 4, 1, [](Scenario::Tick&) {});
+  auto results = Evaluate(s.Finish(), {"ProfilerReport"});
+  const auto builtins = RuleRegistry::Global().BuiltinNames();
+  ASSERT_EQ(results.size(), builtins.size() + 1);
+  for (size_t i = 0; i < builtins.size(); ++i) EXPECT_EQ(results[i].name, builtins[i]);
+  EXPECT_EQ(results.back().name, "ProfilerReport");
+  for (const char* name :
+       {"CPUBottleneck", "IOBottleneck", "LowGPUUtilization", "BatchSize", "GPUMemoryIncrease",
+        "StepOutlier", "LoadBalancing", "Dataloader", "MaxInitializationTime", "OverallSystemUsage",
+        "OverallFrameworkMetrics"}) {
+    EXPECT_NE(std::find(builtins.begin(), builtins.end(), name), builtins.end()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace trainprof::analyze::rules

@@ -1,0 +1,60 @@
+#pragma once
+// Small statistics shared by the analyses: quantiles that agree with numpy's default
+// (linear interpolation), a running mean/variance (Welford), an incremental least-squares
+// line, and the Jensen-Shannon distance between two histograms.
+// Threads: plain values and functions; no shared state.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace trainprof::stats {
+
+// The q-quantile (0..1) of `values`, as numpy.quantile(values, q) computes it. Reorders
+// `values` (nth_element). Returns NaN for an empty input.
+double QuantileInPlace(std::span<double> values, double q);
+// Same on a copy, for callers that keep their data in order.
+double Quantile(std::span<const double> values, double q);
+
+// Running count, mean and population variance (numpy.std's default, ddof=0).
+class RunningStats {
+ public:
+  void Add(double x) {
+    ++n_;
+    double d = x - mean_;
+    mean_ += d / static_cast<double>(n_);
+    m2_ += d * (x - mean_);
+  }
+  int64_t count() const { return n_; }
+  double mean() const { return mean_; }
+  double variance() const { return n_ > 0 ? m2_ / static_cast<double>(n_) : 0.0; }
+  double stddev() const;
+
+ private:
+  int64_t n_ = 0;
+  double mean_ = 0;
+  double m2_ = 0;
+};
+
+// Least-squares line y = a + b x, fed one point at a time. x is shifted by the first x so
+// that nanosecond timestamps do not lose precision in the sums.
+class LinearTrend {
+ public:
+  void Add(double x, double y);
+  int64_t count() const { return n_; }
+  double slope() const;      // dy/dx; 0 with fewer than two distinct x
+  double r_squared() const;  // 0..1; 0 when y does not vary
+  double first_x() const { return x0_; }
+
+ private:
+  int64_t n_ = 0;
+  double x0_ = 0;
+  double sx_ = 0, sy_ = 0, sxx_ = 0, syy_ = 0, sxy_ = 0;
+};
+
+// Jensen-Shannon distance (square root of the divergence, natural log) between two
+// histograms given as counts; each is normalised first. 0 for identical shapes, sqrt(ln 2)
+// for disjoint ones. Returns 0 when either histogram is empty.
+double JensenShannonDistance(std::span<const double> p_counts, std::span<const double> q_counts);
+
+}  // namespace trainprof::stats

@@ -1,0 +1,146 @@
+// `trainprof rules RUN`: evaluate the profiler rules on a stored run (offline), print the
+// results (JSON contract or text), optionally store the findings in the run and run the
+// configured actions. `trainprof rules --list` prints every rule with its parameters.
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "analyze/rules/actions.h"
+#include "analyze/rules/config.h"
+#include "analyze/rules/evaluate.h"
+#include "analyze/rules/registry.h"
+#include "base/time.h"
+#include "cli/command.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "store/run_reader.h"
+
+namespace trainprof::cli {
+
+namespace rules = analyze::rules;
+
+namespace {
+
+Status ListRules(const RulesOptions& options, std::ostream& out) {
+  const auto specs = rules::RuleRegistry::Global().Specs();
+  if (options.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : specs) {
+      nlohmann::json params = nlohmann::json::array();
+      for (const auto& p : s.params) {
+        params.push_back(
+            {{"name", p.name}, {"default", p.default_value}, {"description", p.description}});
+      }
+      list.push_back({{"name", s.name},
+                      {"sagemaker", s.sagemaker},
+                      {"description", s.description},
+                      {"parameters", params}});
+    }
+    out << nlohmann::json{{"rules", list}}.dump(2) << "\n";
+    return OkStatus();
+  }
+  for (const auto& s : specs) {
+    out << s.name << (s.sagemaker ? "  (SageMaker)" : "") << "\n  " << s.description << "\n";
+    for (const auto& p : s.params) {
+      out << "    " << p.name << " = " << p.default_value.dump() << "  " << p.description << "\n";
+    }
+  }
+  return OkStatus();
+}
+
+void PrintText(const std::vector<rules::RuleResult>& results, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows = {
+      {"RULE", "TRIGGERED", "VIOLATIONS", "DATAPOINTS", "FINDINGS"}};
+  for (const auto& r : results) {
+    rows.push_back({r.name, r.triggered ? "yes" : "no", std::to_string(r.violations),
+                    std::to_string(r.datapoints), std::to_string(r.findings.size())});
+  }
+  PrintTable(out, rows);
+  bool any = false;
+  for (const auto& r : results) {
+    for (const auto& f : r.findings) {
+      if (!any) out << "\nFindings:\n";
+      any = true;
+      out << "\n[" << model::SeverityName(f.severity) << "] " << r.name << " — " << f.node
+          << (f.device.empty() ? "" : "/" + f.device) << ", " << FormatIso8601(f.start_ns) << " ("
+          << FormatDuration(f.end_ns - f.start_ns) << ")\n  " << f.message
+          << "\n  what to do: " << f.recommendation << "\n";
+    }
+  }
+  if (!any) out << "\nNo rule fired.\n";
+}
+
+}  // namespace
+
+Status RunRules(const RulesOptions& options, std::ostream& out) {
+  if (options.list) return ListRules(options, out);
+  if (options.run.empty()) return InvalidArgument("rules: a run directory is required (or --list)");
+  rules::RuleConfig config;
+  if (!options.config_file.empty()) {
+    TP_ASSIGN_OR_RETURN(config, rules::LoadRuleConfig(options.config_file));
+  }
+  for (const std::string& o : options.overrides) {
+    TP_RETURN_IF_ERROR(rules::ApplyParamOverride(o, &config));
+  }
+  auto reader = store::RunReader::Open(options.run);
+  if (!reader.ok()) return reader.status();
+  TP_ASSIGN_OR_RETURN(auto engine, rules::EvaluateRun(**reader, config));
+  const auto results = engine->Results();
+  std::vector<model::Finding> findings;
+  for (const auto& r : results)
+    findings.insert(findings.end(), r.findings.begin(), r.findings.end());
+
+  int64_t stored = -1;
+  if (options.store) {
+    TP_ASSIGN_OR_RETURN(stored, rules::StoreFindings(**reader, findings));
+  }
+  std::vector<rules::ActionOutcome> outcomes;
+  if (options.run_actions) {
+    rules::ActionRunner runner(engine->config(), nullptr);
+    for (const auto& f : findings) runner.Submit(f);
+    runner.Drain();
+    outcomes = runner.TakeOutcomes();
+  }
+
+  if (options.json) {
+    nlohmann::json j = rules::ResultsToJson(results);
+    if (stored >= 0) j["stored_findings"] = stored;
+    if (options.run_actions) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& o : outcomes) {
+        list.push_back(
+            {{"rule", o.rule}, {"action", o.action}, {"ok", o.ok}, {"detail", o.detail}});
+      }
+      j["actions"] = list;
+    }
+    out << j.dump(2) << "\n";
+    return OkStatus();
+  }
+  for (const std::string& p : (*reader)->problems()) out << "warning: " << p << "\n";
+  PrintText(results, out);
+  if (stored >= 0) out << "\n" << stored << " new finding(s) stored in " << options.run << "\n";
+  for (const auto& o : outcomes) {
+    out << "action " << o.action << " for " << o.rule << ": " << (o.ok ? "" : "FAILED: ")
+        << o.detail << "\n";
+  }
+  return OkStatus();
+}
+
+void AddRulesCommand(CLI::App& app, CommandAction* action) {
+  auto opts = std::make_shared<RulesOptions>();
+  auto* cmd = app.add_subcommand("rules", "Evaluate the profiler rules on a run");
+  cmd->add_option("run", opts->run, "Run directory");
+  cmd->add_flag("--json", opts->json, "Print the results as JSON");
+  cmd->add_option("--config", opts->config_file,
+                  "Rule configuration (JSON): which rules, their parameters and actions");
+  cmd->add_option("--rule", opts->overrides, "Override a parameter: NAME.param=value (repeatable)");
+  cmd->add_flag("--store", opts->store, "Store the findings in the run");
+  cmd->add_flag("--run-actions", opts->run_actions,
+                "Run the configured actions (command, webhook) for the findings");
+  cmd->add_flag("--list", opts->list, "List the rules with their parameters and defaults");
+  cmd->callback([opts, action] { action->run = [opts] { return RunRules(*opts, std::cout); }; });
+}
+
+}  // namespace trainprof::cli
