@@ -217,8 +217,9 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
     out << "trainprof: " << meta.name << " finished in " << FormatDuration(end_ns - start_ns)
         << " with exit status " << code << "\n";
     PrintSummary(result, end_ns - start_ns, out);
-    out << "trainprof: run directory " << run_dir << "\n" << std::flush;
   }
+  if (options.on_finished) options.on_finished(run_dir, out);
+  if (!options.quiet) out << "trainprof: run directory " << run_dir << "\n" << std::flush;
   return code;
 }
 

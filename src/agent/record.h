@@ -14,6 +14,7 @@
 // from a process's main thread before other threads start, so every thread inherits the
 // blocked relayed signals.
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -35,10 +36,13 @@ struct RecordOptions {
   bool no_gpu = false;
   std::string prometheus;  // "" -> no endpoint
   bool prometheus_allow_remote = false;
-  bool quiet = false;                  // no start line and summary (tests)
-  bool no_auto = false;                // no automatic framework instrumentation in CMD
-  std::string detail_steps;            // "10-20": operator-level profiling for those steps
-  std::string python_profile;          // "10-12": cProfile for those steps
+  bool quiet = false;          // no start line and summary (tests)
+  bool no_auto = false;        // no automatic framework instrumentation in CMD
+  std::string detail_steps;    // "10-20": operator-level profiling for those steps
+  std::string python_profile;  // "10-12": cProfile for those steps
+  // Called once the command has ended and the run is closed (rules, cost, report: the CLI
+  // joins those in; agent/ depends on none of them). Its problems never change the exit code.
+  std::function<void(const std::string& run_dir, std::ostream& out)> on_finished;
   CollectorFactory collector_factory;  // tests; empty -> collect::BuildCollectors
 };
 

@@ -11,11 +11,9 @@ namespace {
 
 // One line per subcommand; add yours here (keep the list sorted by name after the basics).
 constexpr AddCommandFn kCommands[] = {
-    AddLsCommand,      AddShowCommand,  AddExportCommand,    AddDemoCommand,
-    AddRecordCommand,  AddAgentCommand, AddMarkCommand,      AddImportCommand,
-    AddAnalyzeCommand, AddCostCommand,  AddInstancesCommand,
-    AddReportCommand,
-    AddRulesCommand,
+    AddLsCommand,        AddShowCommand,   AddExportCommand, AddDemoCommand,    AddRecordCommand,
+    AddAgentCommand,     AddMarkCommand,   AddImportCommand, AddAnalyzeCommand, AddCostCommand,
+    AddInstancesCommand, AddReportCommand, AddRulesCommand,
 };
 
 struct Planned {

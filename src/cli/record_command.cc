@@ -8,6 +8,7 @@
 #include "agent/node_agent.h"
 #include "agent/record.h"
 #include "cli/command.h"
+#include "cli/report_providers.h"
 
 namespace trainprof::cli {
 namespace {
@@ -43,6 +44,9 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                 "Allow --prometheus on a non-loopback address");
   cmd->footer("Usage: trainprof record [OPTIONS] -- CMD [ARGS...]");
   cmd->add_option("command", opts->command, "The command to run, after --")->required();
+  opts->on_finished = [](const std::string& run_dir, std::ostream& out) {
+    FinishRecordedRun(run_dir, out);
+  };
   cmd->callback([opts, action] {
     action->run = [opts, action]() -> Status {
       StatusOr<int> code = agent::RunRecord(*opts, std::cerr);

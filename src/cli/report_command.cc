@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/report_providers.h"
 #include "report/write_reports.h"
 
 namespace trainprof::cli {
@@ -23,6 +24,7 @@ Status RunReport(const ReportOptions& options, std::ostream& out) {
   w.html_path = options.html_path;
   w.json_path = options.json_path;
   w.pdf_path = options.pdf_path;
+  UseAnalyses(&w.build);
   if (!w.pdf_path.empty() && w.html_path.empty()) {
     // The PDF is printed from an HTML file; keep it beside the PDF.
     w.html_path = w.pdf_path + ".html";
