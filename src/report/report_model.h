@@ -175,7 +175,7 @@ struct RuleResult {
   std::vector<FindingView> findings;
 };
 // The rules section: filled from the rules engine when it is wired in (see
-// docs/architecture-notes/report.md), else from the findings stored in the run.
+// docs/modules/report.md), else from the findings stored in the run.
 struct RulesSection {
   bool available = false;
   std::string source;  // "rules engine" or "stored findings"
@@ -223,7 +223,7 @@ struct Report {
 
 // Where the rules and cost sections come from. The defaults read stored findings and say cost
 // is not available; `trainprof report` and `record` replace them with the rules engine and the
-// cost advisor (see docs/architecture-notes/report.md).
+// cost advisor (see docs/modules/report.md).
 using RulesProvider = std::function<StatusOr<RulesSection>(store::RunReader&)>;
 using CostProvider = std::function<StatusOr<CostSection>(store::RunReader&, const Report&)>;
 
