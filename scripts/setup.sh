@@ -41,5 +41,5 @@ log "building trainprof"
   -Cbuild-dir=build/py \
   -Ccmake.define.TRAINPROF_BUILD_TESTS=ON \
   -Ccmake.define.TRAINPROF_WERROR=ON \
-  -Ccmake.build-type=RelWithDebInfo \
+  -Ccmake.build-type=Release \
   .
