@@ -1,5 +1,6 @@
 #include "analyze/rules/evaluate.h"
 
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -11,7 +12,11 @@ namespace trainprof::analyze::rules {
 StatusOr<std::unique_ptr<RuleEngine>> EvaluateRun(store::RunReader& reader,
                                                   const RuleConfig& config,
                                                   const EngineOptions& options) {
-  TP_ASSIGN_OR_RETURN(auto engine, RuleEngine::Create(config, reader.metadata(), options));
+  // Everything is at hand: hold all data until Finalize, so that feeding the metrics before
+  // the steps does not make the steps "late" (the canonical order is then one global sort).
+  EngineOptions offline = options;
+  offline.release_lag_ns = std::numeric_limits<int64_t>::max() / 4;
+  TP_ASSIGN_OR_RETURN(auto engine, RuleEngine::Create(config, reader.metadata(), offline));
   for (const model::NodeInfo* info : reader.node_infos()) engine->SetNodeInfo(*info);
   TP_ASSIGN_OR_RETURN(store::MetricTable metrics, reader.SystemMetrics({}));
   engine->Feed(metrics);
