@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting check, the C++ unit tests (ctest), the same tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and the Python tests (pytest, last, so that
-# its summary line closes the output). Set TRAINPROF_SKIP_SANITIZE=1 to skip the sanitizer pass
-# while iterating.
+# its summary line closes the output). The sanitizer pass runs when TRAINPROF_SANITIZE=1:
+#   TRAINPROF_SANITIZE=1 bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -20,7 +20,7 @@ echo "formatting ok (${#sources[@]} files)"
 echo; echo "== C++ tests"
 ctest --test-dir build/py -j"$JOBS" --output-on-failure --timeout 300
 
-if [[ "${TRAINPROF_SKIP_SANITIZE:-0}" != "1" ]]; then
+if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
   echo; echo "== C++ tests under ASan + UBSan"
   # The modules that hold raw buffers, byte codecs, threads and dlopen'ed code: the store
   # (codecs, writer, reader), the samplers (procfs parsing, NVML), the in-process recorder and
