@@ -79,9 +79,6 @@ Status RecordingSession::StartSampling(const std::vector<int>& root_pids) {
   if (const char* nvml = std::getenv("TRAINPROF_NVML_LIBRARY"); nvml != nullptr && *nvml) {
     context.nvml_library = nvml;
   }
-  // The process tree costs a few microseconds per process per read: at short intervals read it
-  // every 500 ms, which keeps a 20-process tree within its CPU budget (docs/metrics.md).
-  if (options_.interval_ns < 500 * kNanosPerMilli) context.process_min_interval_ms = 500;
   std::vector<std::unique_ptr<collect::Collector>> collectors;
   if (options_.collector_factory) {
     collectors = options_.collector_factory(context);

@@ -24,10 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def trainprof_bin():
-    path = os.environ.get("TRAINPROF_BIN", str(REPO / "build/dev/src/cli/trainprof"))
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"trainprof binary not found at {path}: build it or set TRAINPROF_BIN")
-    return path
+    # $TRAINPROF_BIN, else the installed command (the native executable the package ships).
+    from conftest import trainprof_command
+
+    return trainprof_command()[0]
 
 
 def record(trainprof_bin, tmp_path, script, *options, timeout=120):
