@@ -17,6 +17,12 @@ def trainprof_command() -> list[str]:
     """The command that runs the CLI: $TRAINPROF_BIN, else the installed console script."""
     if os.environ.get("TRAINPROF_BIN"):
         return [os.environ["TRAINPROF_BIN"]]
+    # The native executable the installed package ships (what the console script execs).
+    import trainprof.cli
+
+    native = trainprof.cli.native_executable()
+    if native.exists():
+        return [str(native)]
     exe = shutil.which("trainprof", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     if exe is None:
         pytest.fail("the trainprof command is not installed (run scripts/setup.sh)")

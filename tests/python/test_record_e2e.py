@@ -88,7 +88,9 @@ def test_cpu_burner_on_one_core(trainprof_bin, tmp_path):
     assert len(busy) >= 15, tree
     expected_ratio = burned["cpu_s"] / burned["wall_s"]
     assert busy[len(busy) // 2] == pytest.approx(expected_ratio, abs=0.15)
-    assert max(v for _, v in tree) <= 1.3  # one core: never much above 1.0
+    # One core during the burn: never much above 1.0. (The tick that first sees a process counts
+    # all its CPU since it started, so the start-up tick may exceed one core by design.)
+    assert max(busy) <= 1.3
     assert ("cpu_utilization_ratio", "total") in metrics
     assert ("memory_used_bytes", "") in metrics
     rss = metrics[("process_resident_memory_bytes", "tree")]
