@@ -1,6 +1,7 @@
 #include "cli/report_providers.h"
 
 #include <algorithm>
+#include <map>
 
 #include "analyze/cost/catalog.h"
 #include "analyze/cost/cost_model.h"
@@ -77,7 +78,36 @@ StatusOr<cost::CostReport> ComputeRunCost(store::RunReader& reader) {
 report::RulesProvider RulesEngineProvider() {
   return [](store::RunReader& reader) -> StatusOr<report::RulesSection> {
     TP_ASSIGN_OR_RETURN(auto engine, analyze::rules::EvaluateRun(reader, {}));
-    return FromEngine(engine->Results());
+    report::RulesSection section = FromEngine(engine->Results());
+    // Findings stored in the run by rules the engine does not evaluate (custom rules, findings
+    // written live or imported) are shown too, grouped by rule.
+    TP_ASSIGN_OR_RETURN(auto stored, reader.Findings());
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < section.rules.size(); ++i) index[section.rules[i].name] = i;
+    for (const model::Finding& f : stored) {
+      auto it = index.find(f.rule);
+      if (it != index.end() && it->second < engine->Results().size()) continue;
+      if (it == index.end()) {
+        report::RuleResult r;
+        r.name = f.rule;
+        r.triggered = true;
+        r.violations = 0;
+        r.severity = model::SeverityName(f.severity);
+        r.recommendation = f.recommendation;
+        index[f.rule] = section.rules.size() + 1000000;  // marks "stored only"
+        section.rules.push_back(std::move(r));
+        it = index.find(f.rule);
+      }
+      report::RuleResult& r = section.rules.back().name == f.rule
+                                  ? section.rules.back()
+                                  : *std::find_if(section.rules.begin(), section.rules.end(),
+                                                  [&](const auto& x) { return x.name == f.rule; });
+      r.violations = r.violations.value_or(0) + 1;
+      report::FindingView view;
+      view.finding = f;
+      r.findings.push_back(std::move(view));
+    }
+    return section;
   };
 }
 
