@@ -1,4 +1,4 @@
-"""A real small ResNet trained on generated images (CPU), with its own timers.
+"""A real small ResNet trained on generated images (CPU, or CUDA with --device), with its own timers.
 
 Run it bare, or under trainprof with no code change:
 
@@ -86,17 +86,23 @@ def main() -> None:
     p.add_argument("--compile", action="store_true")
     p.add_argument("--amp", action="store_true", help="bfloat16 autocast")
     p.add_argument("--timings", help="write the script's own timers here (JSON)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, or auto (cuda when available)")
+    p.add_argument("--width", type=int, default=16, help="channels of the first stage")
     args = p.parse_args()
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = SmallResNet()
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = SmallResNet(width=args.width).to(device)
     run_model = torch.compile(model) if args.compile else model
     criterion = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     n = args.steps * args.accumulate * args.batch_size
     loader = DataLoader(SyntheticImages(n, args.image_size, 10, args.data_work), batch_size=args.batch_size,
-                        shuffle=False, num_workers=args.workers, pin_memory=False, drop_last=True)
+                        shuffle=False, num_workers=args.workers, pin_memory=device == "cuda",
+                        drop_last=True)
     perf = time.perf_counter_ns
     steps = []
     it = iter(loader)
@@ -107,8 +113,9 @@ def main() -> None:
         for _micro in range(args.accumulate):
             t0 = perf()
             x, y = next(it)
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             t1 = perf()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+            with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=args.amp):
                 out = run_model(x)
                 loss = criterion(out, y) / args.accumulate
             t2 = perf()
@@ -133,7 +140,7 @@ def main() -> None:
                                   batch_size=args.batch_size))
         for x, _y in eval_it:
             t0 = perf()
-            run_model(x)
+            run_model(x.to(device))
             evals.append({"forward_ns": perf() - t0})
 
     summary = {"steps": steps, "eval": evals}
