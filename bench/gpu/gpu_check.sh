@@ -36,11 +36,28 @@ if compgen -G ".devdeps/*.deb" >/dev/null; then
   LIB=$DEV/usr/lib/x86_64-linux-gnu
   cp -a "$DEV"/lib/x86_64-linux-gnu/libz.so.1* "$LIB"/ 2>/dev/null
   ln -sf libz.so.1 "$LIB/libz.so"
+  # Link against the machine's own runtime libraries wherever it has them; the carried ones are
+  # used only for what it lacks (cpp-httplib). Older carried copies of libz, libzstd or OpenSSL
+  # loaded first by trainprof._core broke later imports of torch and pyarrow in the same process
+  # ("free(): invalid pointer"), so they must never shadow the system's.
+  for so in "$LIB"/lib*.so; do
+    soname=$(objdump -p "$so" 2>/dev/null | awk '/SONAME/ {print $2}')
+    [[ -n "$soname" ]] || continue
+    sys=$(ldconfig -p | awk -v s="$soname" '$1 == s && /x86-64/ {print $NF; exit}')
+    if [[ -n "$sys" ]]; then
+      rm -f "$LIB/$soname"*
+      ln -sf "$sys" "$so"
+      echo "  $soname: the system's ($sys)"
+    else
+      echo "  $soname: carried"
+    fi
+  done
   printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$LIB" "$DEV/usr/bin/pkgconf" >"$DEV/pkg-config"
   chmod +x "$DEV/pkg-config"
-  export PKG_CONFIG_LIBDIR=$LIB/pkgconfig:$DEV/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$DEV
-  DEFINES+=(-Ccmake.define.CMAKE_PREFIX_PATH="$DEV/usr"
-            -Ccmake.define.PKG_CONFIG_EXECUTABLE="$DEV/pkg-config"
+  # the environment's CMAKE_PREFIX_PATH adds to scikit-build-core's own, which a define would replace
+  export PKG_CONFIG_LIBDIR=$LIB/pkgconfig:$DEV/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$DEV \
+         CMAKE_PREFIX_PATH=$DEV/usr
+  DEFINES+=(-Ccmake.define.PKG_CONFIG_EXECUTABLE="$DEV/pkg-config"
             -Ccmake.define.CMAKE_INSTALL_RPATH="$LIB"
             -Ccmake.define.CMAKE_BUILD_WITH_INSTALL_RPATH=ON
             "-Ccmake.define.CMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags"
@@ -57,6 +74,7 @@ fi
 TP=$($PY -c 'import trainprof, os; print(os.path.join(os.path.dirname(trainprof.__file__), "bin", "trainprof"))')
 [[ -x "$TP" ]] || TP=trainprof
 echo "trainprof: $TP"; ldd "$TP" | grep -E "not found|sqlite|zstd|httplib" || true
+echo "symbols _core exports: $(nm -D --defined-only "$(dirname "$TP")"/../_core*.so | wc -l) (PyInit__core and nothing from static archives)"
 
 step "1a. real NVML, idle GPU (3 s at 100 ms)"
 timeout 60 "$TP" record --interval 100ms --name gpu-idle --out "$W/runs/idle" -- sleep 3
@@ -79,17 +97,19 @@ $PY bench/gpu/summarize.py "$W/runs/train" --smi "$W/smi_train.csv" --dump "$W/n
 $PY - "$W/runs/train" "$W/timings_train.json" <<'PYEOF'
 import json, sys, trainprof
 run = trainprof.open(sys.argv[1])
-ev = run.events(categories="step").to_pandas()
-gpu = ev[ev["name"].astype(str) == "gpu_step"]
-host = ev[ev["name"].astype(str) != "gpu_step"]
+ev = run.events().to_pandas()
+cat = ev["category"].astype(str)
+gpu = ev[cat == "gpu_step"]                       # CUDA-event time of each step, on the device
+host = ev[(cat == "step") & (ev["mode"].astype(str) == "train")].sort_values("start_ns")
 t = json.load(open(sys.argv[2]))["steps"]
 import statistics as st
-print(f"gpu_step spans: {len(gpu)}, median {gpu['duration_ns'].median() / 1e6:.3f} ms;"
-      f" script's own step median {st.median(s['step_ns'] for s in t) / 1e6:.3f} ms")
-print("step event names:", sorted(ev["name"].astype(str).unique()))
+gaps = (host["start_ns"].values[1:] - (host["start_ns"].values[:-1] + host["duration_ns"].values[:-1]))
+print(f"gpu_step spans: {len(gpu)}, median {gpu['duration_ns'].median() / 1e6:.3f} ms on the GPU; host step"
+      f" median {host['duration_ns'].median() / 1e6:.3f} ms, gap between steps median {st.median(gaps) / 1e6:.3f} ms;"
+      f" the script's own step timer median {st.median(s['step_ns'] for s in t) / 1e6:.3f} ms")
 PYEOF
 "$TP" rules "$W/runs/train" || true
-"$TP" cost "$W/runs/train" || true
+"$TP" cost "$W/runs/train" --price-usd-per-hour 7.912 || true   # one H200's share of p5en.48xlarge
 "$TP" analyze "$W/runs/train" 2>&1 | head -40 || true
 
 step "3b. GPU starved of data (heavy CPU work per sample, no workers)"
@@ -100,7 +120,7 @@ timeout 120 "$TP" record --interval 100ms --name resnet-gpu-starved --instance-t
 echo "record exit: $?"
 $PY bench/gpu/summarize.py "$W/runs/starved"
 "$TP" rules "$W/runs/starved" || true
-"$TP" cost "$W/runs/starved" || true
+"$TP" cost "$W/runs/starved" --price-usd-per-hour 7.912 || true
 
 step "results"
 cp "$W/nvml_h200_train.json" "$W/smi_train.csv" "$OUT/" 2>/dev/null
