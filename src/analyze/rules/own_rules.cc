@@ -51,6 +51,7 @@ class StepWindowRule : public Rule {
     st.last_step = s.step;
     st.node = s.node;
     st.rank = s.rank;
+    st.pid = s.pid;
     if (st.steps >= window_) Evaluate(st);
   }
 
@@ -63,7 +64,7 @@ class StepWindowRule : public Rule {
  protected:
   struct Stream {
     int64_t seen = 0, prev_end_ns = 0;
-    int64_t steps = 0, start_ns = 0, end_ns = 0, first_step = 0, last_step = 0, rank = 0;
+    int64_t steps = 0, start_ns = 0, end_ns = 0, first_step = 0, last_step = 0, rank = 0, pid = 0;
     int32_t node = 0;
     double part_ns = 0, step_ns = 0;
     Episode episode;
@@ -109,8 +110,8 @@ class DataLoaderStarvationRule : public StepWindowRule {
     const json cores = info && info->cpu_cores ? json(*info->cpu_cores) : json(nullptr);
     const double n = static_cast<double>(st.steps);
     Emit(MakeFinding(
-        Severity::kWarning, node, "rank" + std::to_string(st.rank), st.start_ns, st.end_ns,
-        "Rank " + std::to_string(st.rank) + " on " + node + " waits for its next batch " +
+        Severity::kWarning, node, WhoDevice(st.rank, st.pid), st.start_ns, st.end_ns,
+        Capitalized(Who(st.rank, st.pid)) + " on " + node + " waits for its next batch " +
             Pct(share) + " of the step time (steps " + std::to_string(st.first_step) + "-" +
             std::to_string(st.last_step) + ", threshold " + Pct(threshold_) + ")",
         "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to the "
@@ -152,8 +153,8 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
     const std::string& node = ctx().NodeName(st.node);
     const double n = static_cast<double>(st.steps);
     Emit(MakeFinding(
-        Severity::kWarning, node, "rank" + std::to_string(st.rank), st.start_ns, st.end_ns,
-        "Rank " + std::to_string(st.rank) + " on " + node + " spends " + Pct(share) +
+        Severity::kWarning, node, WhoDevice(st.rank, st.pid), st.start_ns, st.end_ns,
+        Capitalized(Who(st.rank, st.pid)) + " on " + node + " spends " + Pct(share) +
             " of its time between steps (host-side gaps of " + Fixed(st.part_ns / n / 1e6) +
             " ms per step; threshold " + Pct(threshold_) + ")",
         "Work between optimizer steps leaves the GPU idle: log and compute metrics every N "
@@ -401,8 +402,8 @@ class StragglerRankRule : public RankWindowRule {
       if (!active[i].first->episode.Update(violating)) continue;
       const RankKey& key = *active[i].second;
       Emit(MakeFinding(
-          Severity::kWarning, key.first, "rank" + std::to_string(key.second), start, end,
-          "Rank " + std::to_string(key.second) + " on " + key.first +
+          Severity::kWarning, key.first, WhoDevice(key.second, 0), start, end,
+          Capitalized(Who(key.second, 0)) + " on " + key.first +
               " is a straggler: median "
               "step " +
               Fixed(medians[i]) + " ms, " + Fixed(ratio, 2) + "x the median of the " +
@@ -439,8 +440,8 @@ class CommunicationBoundRule : public RankWindowRule {
       json by_name = json::object();
       for (const auto& [name, ns] : r.collective_by_name) by_name[name] = Ms(ns);
       Emit(MakeFinding(
-          Severity::kWarning, key.first, "rank" + std::to_string(key.second), start, end,
-          "Rank " + std::to_string(key.second) + " on " + key.first + " spends " + Pct(share) +
+          Severity::kWarning, key.first, WhoDevice(key.second, 0), start, end,
+          Capitalized(Who(key.second, 0)) + " on " + key.first + " spends " + Pct(share) +
               " of its step time in collective communication (threshold " + Pct(threshold_) + ")",
           "Communication dominates the step: overlap it with compute (DDP bucket_cap_mb, "
           "gradient_as_bucket_view, FSDP prefetch), communicate less (gradient accumulation, a "
@@ -504,8 +505,8 @@ class LongPausesRule : public Rule {
     }
     if (static_cast<int64_t>(result().findings.size()) >= max_findings_) return;
     Emit(MakeFinding(
-        Severity::kWarning, node, "rank" + std::to_string(s.rank), st.prev_end_ns, s.start_ns,
-        "Training on rank " + std::to_string(s.rank) + " of " + node + " paused " +
+        Severity::kWarning, node, WhoDevice(s.rank, s.pid), st.prev_end_ns, s.start_ns,
+        "Training on " + Who(s.rank, s.pid) + " of " + node + " paused " +
             Fixed(gap / kNsPerSecond) + " s between steps " + std::to_string(st.prev_step) +
             " and " + std::to_string(s.step) + (checkpoint ? " while checkpointing" : "") +
             " (mean step " + Fixed(st.stats.mean()) + " ms)",

@@ -30,6 +30,23 @@ TEST(DataLoaderStarvationTest, FiresWhenTheLoopWaitsForBatches) {
   EXPECT_NE(r.findings[0].recommendation.find("pin_memory"), std::string::npos);
 }
 
+// A single process outside torch.distributed has no rank: the finding names its pid (seen on a
+// real H200 run, where the message had said "Rank -9223372036854775808").
+TEST(DataLoaderStarvationTest, NamesAProcessWithoutRankByItsPid) {
+  Scenario s("starved_no_rank");
+  s.Steps("n0", model::kMissing, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = Jitter(step, 100);
+            *compute = Jitter(step, 150);
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].device, "pid1000");
+  EXPECT_EQ(r.findings[0].message.rfind("Process 1000 on n0 waits", 0), 0u)
+      << r.findings[0].message;
+  EXPECT_EQ(r.findings[0].message.find("-9223372036854775808"), std::string::npos);
+}
+
 TEST(DataLoaderStarvationTest, SilentWhenBatchesAreReady) {
   Scenario s("fed");
   s.Steps("n0", 0, kStart, kStart + 300 * kSec,

@@ -124,6 +124,23 @@ T& Grow(std::vector<T>& v, size_t index) {
 
 inline bool Recorded(int64_t v) { return v != model::kMissing; }
 
+// Who a per-rank finding is about. A process outside torch.distributed has no rank (kMissing):
+// it is named by its pid, never as a rank number.
+inline std::string WhoDevice(int64_t rank, int64_t pid) {
+  if (Recorded(rank)) return "rank" + std::to_string(rank);
+  if (Recorded(pid) && pid > 0) return "pid" + std::to_string(pid);
+  return "";
+}
+inline std::string Capitalized(std::string s) {
+  if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') s[0] = static_cast<char>(s[0] - 'a' + 'A');
+  return s;
+}
+inline std::string Who(int64_t rank, int64_t pid) {
+  if (Recorded(rank)) return "rank " + std::to_string(rank);
+  if (Recorded(pid) && pid > 0) return "process " + std::to_string(pid);
+  return "the training process";
+}
+
 // Rules each built-in source file contributes.
 struct BuiltinRule {
   RuleSpec spec;

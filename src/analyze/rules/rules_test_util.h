@@ -115,7 +115,7 @@ class Scenario {
       e.step = step;
       e.start_ns = begin;
       e.duration_ns = dur;
-      e.pid = 1000 + rank;
+      e.pid = 1000 + (rank == model::kMissing ? 0 : rank);
       e.tid = e.pid;
       e.rank = rank;
       w.AppendEvent(std::move(e));
