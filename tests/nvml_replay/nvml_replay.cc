@@ -35,6 +35,7 @@ constexpr int kNotFound = 6;
 constexpr int kInsufficientSize = 7;
 constexpr int kDriverNotLoaded = 9;
 constexpr int kGpuIsLost = 15;
+constexpr int kArgumentVersionMismatch = 25;
 
 struct Device {
   json spec;                         // the device's JSON object
@@ -188,6 +189,31 @@ __attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(void* handle,
   if (v == nullptr) return ret;
   m->used = (*v)[0].get<unsigned long long>();
   m->total = (*v)[1].get<unsigned long long>();
+  m->free = m->total - m->used;
+  return kSuccess;
+}
+
+// The v2 query, only for devices whose JSON has "memory_reserved" (bytes the driver keeps for
+// itself); other devices answer NOT_SUPPORTED without using up a sample, so the collector falls
+// back to v1. It shares v1's "memory" samples: [used including reserved, total]. Checks the
+// versioned-struct header like the real library.
+struct MemoryV2 {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+};
+__attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo_v2(void* handle, MemoryV2* m) {
+  if (handle == nullptr || m == nullptr) return kInvalidArgument;
+  const json& spec = static_cast<Device*>(handle)->spec;
+  if (!spec.contains("memory_reserved")) return kNotSupported;
+  if (m->version != (static_cast<unsigned int>(sizeof(MemoryV2)) | (2u << 24))) {
+    return kArgumentVersionMismatch;
+  }
+  int ret;
+  const json* v = Field(handle, "memory", "memory", &ret);
+  if (v == nullptr) return ret;
+  m->used = (*v)[0].get<unsigned long long>();
+  m->total = (*v)[1].get<unsigned long long>();
+  m->reserved = spec["memory_reserved"].get<unsigned long long>();
   m->free = m->total - m->used;
   return kSuccess;
 }

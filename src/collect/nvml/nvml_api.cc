@@ -35,6 +35,7 @@ StatusOr<NvmlApi> NvmlApi::Load(const std::string& library) {
   Resolve(h, &api.DeviceGetName, {"nvmlDeviceGetName"});
   Resolve(h, &api.DeviceGetUUID, {"nvmlDeviceGetUUID"});
   Resolve(h, &api.DeviceGetMemoryInfo, {"nvmlDeviceGetMemoryInfo"});
+  Resolve(h, &api.DeviceGetMemoryInfoV2, {"nvmlDeviceGetMemoryInfo_v2"});
   Resolve(h, &api.DeviceGetUtilizationRates, {"nvmlDeviceGetUtilizationRates"});
   Resolve(h, &api.DeviceGetPowerUsage, {"nvmlDeviceGetPowerUsage"});
   Resolve(h, &api.DeviceGetTotalEnergyConsumption, {"nvmlDeviceGetTotalEnergyConsumption"});

@@ -34,8 +34,19 @@ struct nvmlUtilization_t {
 struct nvmlMemory_t {
   unsigned long long total;
   unsigned long long free;
+  unsigned long long used;  // includes the memory the driver reserves for itself
+};
+// nvmlDeviceGetMemoryInfo_v2 (driver 510+): adds the driver/firmware reservation, which
+// nvidia-smi leaves out of "used". Versioned struct: sizeof | (2 << 24).
+struct nvmlMemory_v2_t {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
   unsigned long long used;
 };
+inline constexpr unsigned int kNvmlMemoryV2Version =
+    static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
 // nvmlProcessInfo_v2_t, used by the _v2 and _v3 process queries.
 struct nvmlProcessInfo_t {
   unsigned int pid;
@@ -105,6 +116,7 @@ struct NvmlApi {
   nvmlReturn_t (*DeviceGetName)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*DeviceGetUUID)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*DeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  nvmlReturn_t (*DeviceGetMemoryInfoV2)(nvmlDevice_t, nvmlMemory_v2_t*) = nullptr;  // optional
   nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*DeviceGetTotalEnergyConsumption)(nvmlDevice_t, unsigned long long*) = nullptr;

@@ -1,5 +1,6 @@
 #include "collect/nvml/nvml_collector.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -77,6 +78,7 @@ struct Gpu {
   std::string label;  // "gpuN"
   model::GpuInfo info;
   bool lost = false;
+  bool memory_v2 = false;  // nvmlDeviceGetMemoryInfo_v2 answered at init: used excludes reserved
   uint32_t unsupported = 0;
   double prev_counter[kNumCounterFields] = {};
   int64_t prev_mono_ns[kNumCounterFields] = {};
@@ -119,6 +121,22 @@ struct NvmlCollector::Shared {
     r.metric = metric;
     r.device.assign(device);  // reuses the string's capacity from earlier rounds
     r.value = value;
+  }
+
+  // Memory as nvidia-smi shows it: with the v2 query, "used" leaves out what the driver and
+  // firmware reserve (about 615 MiB on an idle H200, where v1 reports it as used). Computed as
+  // total - free - reserved, since drivers differ on whether v2's own "used" includes reserved.
+  nvmlReturn_t ReadMemory(const Gpu& g, nvmlMemory_t* out) {
+    if (!g.memory_v2) return api.DeviceGetMemoryInfo(g.handle, out);
+    nvmlMemory_v2_t m2{};
+    m2.version = kNvmlMemoryV2Version;
+    const nvmlReturn_t r = api.DeviceGetMemoryInfoV2(g.handle, &m2);
+    if (r != NVML_SUCCESS) return r;
+    const unsigned long long taken = m2.total - std::min(m2.total, m2.free);
+    out->total = m2.total;
+    out->free = m2.free;
+    out->used = taken - std::min(taken, m2.reserved);
+    return NVML_SUCCESS;
   }
 
   void EmitMemory(std::string_view device, const nvmlMemory_t& m) {
@@ -192,8 +210,18 @@ void NvmlCollector::Shared::DoInit() {
     if (api.DeviceGetUUID && api.DeviceGetUUID(gpu.handle, buf, sizeof(buf)) == NVML_SUCCESS) {
       gpu.info.uuid = buf;
     }
+    // One memory query at init: v2 when the library has it and the GPU answers, else v1.
+    if (api.DeviceGetMemoryInfoV2) {
+      nvmlMemory_v2_t m2{};
+      m2.version = kNvmlMemoryV2Version;
+      if (api.DeviceGetMemoryInfoV2(gpu.handle, &m2) == NVML_SUCCESS) {
+        gpu.memory_v2 = true;
+        gpu.info.memory_total_bytes = static_cast<int64_t>(m2.total);
+      }
+    }
     nvmlMemory_t mem;
-    if (api.DeviceGetMemoryInfo && api.DeviceGetMemoryInfo(gpu.handle, &mem) == NVML_SUCCESS) {
+    if (!gpu.memory_v2 && api.DeviceGetMemoryInfo &&
+        api.DeviceGetMemoryInfo(gpu.handle, &mem) == NVML_SUCCESS) {
       gpu.info.memory_total_bytes = static_cast<int64_t>(mem.total);
     }
     gpus.push_back(std::move(gpu));
@@ -214,7 +242,7 @@ void NvmlCollector::Shared::SampleGpu(Gpu& g) {
   }
   if (g.Supported(kMemory) && api.DeviceGetMemoryInfo) {
     nvmlMemory_t m;
-    if (Check(g, api.DeviceGetMemoryInfo(g.handle, &m), kMemory)) {
+    if (Check(g, ReadMemory(g, &m), kMemory)) {
       EmitMemory(dev, m);
     }
     if (g.lost) return;

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "base/time.h"
 #include "collect/collect_test_util.h"
 #include "collect/collector_factory.h"
@@ -73,6 +76,56 @@ TEST(NvmlCollectorTest, TwoGpusThroughTheRealDlopenPath) {
   EXPECT_EQ(sink.Get("gpu_throttle_thermal", "gpu0"), 0);
   EXPECT_TRUE(sink.unknown.empty());
   EXPECT_TRUE(sink.counters.empty());
+}
+
+// A recording from a real H200 (driver 580.159.04) taken by an independent reader (nvidia-ml-py,
+// bench/gpu/nvml_dump.py) during a CUDA training run, replayed through the real dlopen path:
+// every value the collector reports is the recorded one in our units, memory leaves out the
+// driver's reservation as nvidia-smi does (v2 query), and NVLink, unsupported there, is absent.
+TEST(NvmlCollectorTest, RealH200RecordingReplaysExactly) {
+  std::ifstream in(TestData("nvml/h200_real.json"));
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json& dev = doc["devices"][0];
+  const nlohmann::json& samples = dev["samples"];
+  const double reserved = dev["memory_reserved"].get<double>();
+  ASSERT_GT(samples.size(), 200u);
+
+  auto collector = Replay("h200_real.json");
+  ASSERT_NE(collector, nullptr);
+  model::NodeInfo node;
+  collector->Describe(&node);
+  ASSERT_EQ(node.gpus.size(), 1u);
+  EXPECT_EQ(node.gpus[0].name, "NVIDIA H200");
+  EXPECT_EQ(node.gpus[0].memory_total_bytes, 150754820096);
+
+  const size_t ticks = samples.size() - 1;  // memory's samples start one call earlier (init)
+  double max_util = 0, max_power = 0;
+  for (size_t k = 0; k < ticks; ++k) {
+    RecordingSink sink;
+    collector->Sample(TickAt(static_cast<double>(k)), sink);
+    const nlohmann::json& s = samples[k];
+    SCOPED_TRACE("tick " + std::to_string(k));
+    EXPECT_DOUBLE_EQ(*sink.Get("gpu_utilization_ratio", "gpu0"),
+                     s["utilization"][0].get<double>() / 100);
+    EXPECT_DOUBLE_EQ(*sink.Get("gpu_power_watts", "gpu0"), s["power_mw"].get<double>() / 1000);
+    EXPECT_DOUBLE_EQ(*sink.Get("gpu_energy_joules_total", "gpu0"),
+                     s["energy_mj"].get<double>() / 1000);
+    EXPECT_EQ(sink.Get("gpu_temperature_celsius", "gpu0"), s["temperature_c"].get<double>());
+    EXPECT_EQ(sink.Get("gpu_sm_clock_hertz", "gpu0"), s["clock_sm_mhz"].get<double>() * 1e6);
+    EXPECT_EQ(sink.Get("gpu_clock_event_reasons", "gpu0"), s["clock_event_reasons"].get<double>());
+    const double used_v1 = samples[k + 1]["memory"][0].get<double>();
+    EXPECT_EQ(sink.Get("gpu_memory_used_bytes", "gpu0"), used_v1 - reserved);
+    EXPECT_FALSE(sink.Has("gpu_nvlink_transmit_bytes_per_second", "gpu0"));
+    if (k > 0) {  // rates from the cumulative PCIe counters, one second apart here
+      const double tx =
+          samples[k]["fields"]["197"].get<double>() - samples[k - 1]["fields"]["197"].get<double>();
+      EXPECT_DOUBLE_EQ(*sink.Get("gpu_pcie_transmit_bytes_per_second", "gpu0"), tx);
+    }
+    max_util = std::max(max_util, *sink.Get("gpu_utilization_ratio", "gpu0"));
+    max_power = std::max(max_power, *sink.Get("gpu_power_watts", "gpu0"));
+  }
+  EXPECT_DOUBLE_EQ(max_util, 0.84);  // the training burst
+  EXPECT_NEAR(max_power, 454.576, 1e-9);
 }
 
 TEST(NvmlCollectorTest, UnsupportedFieldsAreAbsentNeverZero) {
