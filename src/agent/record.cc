@@ -5,9 +5,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <iomanip>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "agent/child_process.h"
 #include "base/files.h"
@@ -197,6 +201,38 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
     out << "trainprof: Prometheus metrics at " << session->prometheus_url() << "\n" << std::flush;
   }
 
+  // Live work (rules) on its own thread while the command runs; stopped before the session
+  // closes, so every poll sees an open store.
+  std::mutex live_mu;
+  std::condition_variable live_cv;
+  bool live_stop = false;
+  std::thread live;
+  if (options.live_poll) {
+    RecordOptions::LiveContext ctx;
+    ctx.run_dir = run_dir;
+    ctx.child = child.pid;
+    ctx.store_finding = [s = session.get()](model::Finding f) { s->AddFinding(std::move(f)); };
+    ctx.out = options.quiet ? nullptr : &out;
+    live = std::thread([&, ctx] {
+      std::unique_lock<std::mutex> lock(live_mu);
+      while (!live_cv.wait_for(lock, std::chrono::nanoseconds(options.live_period_ns),
+                               [&] { return live_stop; })) {
+        lock.unlock();
+        options.live_poll(ctx);
+        lock.lock();
+      }
+    });
+  }
+  auto stop_live = [&] {
+    if (!live.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(live_mu);
+      live_stop = true;
+    }
+    live_cv.notify_all();
+    live.join();
+  };
+
   int wait_status =
       WaitForChild(child.pid, signals, /*reap_orphans=*/true, [](int sig, bool forwarded) {
         if (forwarded) {
@@ -205,6 +241,7 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
       });
   int code = ExitCodeFromWaitStatus(wait_status);
   int64_t end_ns = WallNowNs();
+  stop_live();
   SessionResult result = session->Finish(end_ns);
   meta.end_ns = end_ns;
   meta.exit_status = code;

@@ -14,6 +14,8 @@
 // from a process's main thread before other threads start, so every thread inherits the
 // blocked relayed signals.
 
+#include <sys/types.h>
+
 #include <functional>
 #include <ostream>
 #include <string>
@@ -21,6 +23,7 @@
 
 #include "agent/recording_session.h"
 #include "base/status.h"
+#include "model/finding.h"
 
 namespace trainprof::agent {
 
@@ -43,6 +46,17 @@ struct RecordOptions {
   // Called once the command has ended and the run is closed (rules, cost, report: the CLI
   // joins those in; agent/ depends on none of them). Its problems never change the exit code.
   std::function<void(const std::string& run_dir, std::ostream& out)> on_finished;
+  // Work joined in while the command runs (live rules; the CLI provides it): `poll` runs on its
+  // own thread every `live_period_ns` from the start of sampling until the command ends, and
+  // is never called after that. Its problems never touch the command.
+  struct LiveContext {
+    std::string run_dir;
+    pid_t child = -1;
+    std::function<void(model::Finding)> store_finding;  // into this node's store, thread-safe
+    std::ostream* out = nullptr;                        // for "rule fired" lines
+  };
+  std::function<void(const LiveContext&)> live_poll;
+  int64_t live_period_ns = 5'000'000'000;
   CollectorFactory collector_factory;  // tests; empty -> collect::BuildCollectors
 };
 

@@ -129,6 +129,10 @@ void RecordingSession::NoteInstrumentedSteps() {
   phases_->NoteStep(steps->start_ns[last], steps->start_ns[last] + steps->duration_ns[last]);
 }
 
+void RecordingSession::AddFinding(model::Finding finding) {
+  if (writer_ && !result_) writer_->AddFinding(std::move(finding));
+}
+
 SessionResult RecordingSession::Finish(int64_t end_ns) {
   if (result_) return *result_;
   SessionResult result;

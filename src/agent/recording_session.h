@@ -67,6 +67,8 @@ class RecordingSession {
   std::string control_socket() const { return control_ ? control_->path() : ""; }
   std::string prometheus_url() const { return prometheus_ ? prometheus_->url() : ""; }
   PhaseTracker* phases() { return phases_.get(); }
+  // Stores a finding in this node's store (any thread; until Finish).
+  void AddFinding(model::Finding finding);
   const LatestValues& latest() const { return latest_; }
 
  private:

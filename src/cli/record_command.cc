@@ -7,7 +7,9 @@
 #include "agent/mark.h"
 #include "agent/node_agent.h"
 #include "agent/record.h"
+#include "analyze/rules/config.h"
 #include "cli/command.h"
+#include "cli/live_rules.h"
 #include "cli/report_providers.h"
 
 namespace trainprof::cli {
@@ -44,11 +46,29 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                 "Allow --prometheus on a non-loopback address");
   cmd->footer("Usage: trainprof record [OPTIONS] -- CMD [ARGS...]");
   cmd->add_option("command", opts->command, "The command to run, after --")->required();
-  opts->on_finished = [](const std::string& run_dir, std::ostream& out) {
-    FinishRecordedRun(run_dir, out);
-  };
-  cmd->callback([opts, action] {
-    action->run = [opts, action]() -> Status {
+  auto rules_config = std::make_shared<std::string>();
+  auto live_every_s = std::make_shared<double>(5.0);
+  cmd->add_option("--rules-config", *rules_config,
+                  "Rule configuration (JSON, as `trainprof rules --config`): rules, parameters "
+                  "and actions such as stopping the job");
+  cmd->add_option("--live-rules-every", *live_every_s,
+                  "Evaluate the rules while the job runs, every this many seconds (0: only at "
+                  "the end)")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->callback([opts, action, rules_config, live_every_s] {
+    action->run = [opts, action, rules_config, live_every_s]() -> Status {
+      analyze::rules::RuleConfig config;
+      if (!rules_config->empty()) {
+        TP_ASSIGN_OR_RETURN(config, analyze::rules::LoadRuleConfig(*rules_config));
+      }
+      auto live = std::make_shared<LiveRules>(config);
+      if (*live_every_s > 0) {
+        opts->live_period_ns = static_cast<int64_t>(*live_every_s * 1e9);
+        opts->live_poll = [live](const agent::RecordOptions::LiveContext& ctx) { live->Poll(ctx); };
+      }
+      opts->on_finished = [live](const std::string& run_dir, std::ostream& out) {
+        FinishRecordedRun(run_dir, out, live.get());
+      };
       StatusOr<int> code = agent::RunRecord(*opts, std::cerr);
       if (!code.ok()) return code.status();
       action->exit_code = *code;

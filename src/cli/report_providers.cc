@@ -6,6 +6,7 @@
 #include "analyze/cost/catalog.h"
 #include "analyze/cost/cost_model.h"
 #include "analyze/rules/evaluate.h"
+#include "cli/live_rules.h"
 #include "report/write_reports.h"
 #include "store/run_reader.h"
 
@@ -128,18 +129,26 @@ void UseAnalyses(report::BuildOptions* build) {
   build->cost = CostAdvisorProvider();
 }
 
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out) {
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live) {
   auto reader = store::RunReader::Open(run_dir);
   if (!reader.ok()) {
     out << "trainprof: warning: cannot analyse the run: " << reader.status().message() << "\n";
     return;
   }
   // Rules: findings go into the run so that the report, `show` and the dashboard see them.
-  auto engine = analyze::rules::EvaluateRun(**reader, {});
-  if (engine.ok()) {
+  // Evaluated live while the job ran when `live` did; otherwise here, over the whole run.
+  const analyze::rules::RuleEngine* evaluated = live ? live->Finish(out) : nullptr;
+  StatusOr<std::unique_ptr<analyze::rules::RuleEngine>> engine =
+      std::unique_ptr<analyze::rules::RuleEngine>();
+  if (evaluated == nullptr) {
+    engine =
+        analyze::rules::EvaluateRun(**reader, live ? live->config() : analyze::rules::RuleConfig{});
+    if (engine.ok()) evaluated = engine->get();
+  }
+  if (evaluated != nullptr) {
     std::vector<model::Finding> findings;
     int fired = 0;
-    for (const auto& r : (*engine)->Results()) {
+    for (const auto& r : evaluated->Results()) {
       findings.insert(findings.end(), r.findings.begin(), r.findings.end());
       if (!r.triggered) continue;
       ++fired;

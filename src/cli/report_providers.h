@@ -21,6 +21,8 @@ void UseAnalyses(report::BuildOptions* build);
 // After `record`: evaluate the rules (storing their findings in the run and printing the ones
 // that fired), print the cost summary, and write report.html / report.json into the run.
 // Problems are printed as warnings; nothing here can change the recorded command's exit code.
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out);
+// With `live`, the rules it evaluated while the job ran are finished instead (same findings).
+class LiveRules;
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live = nullptr);
 
 }  // namespace trainprof::cli

@@ -1,0 +1,61 @@
+#include "cli/live_rules.h"
+
+#include "base/logging.h"
+
+namespace trainprof::cli {
+
+LiveRules::~LiveRules() {
+  if (actions_) actions_->Drain();
+}
+
+void LiveRules::Poll(const agent::RecordOptions::LiveContext& ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return;
+  if (!eval_) {
+    auto opened = analyze::rules::LiveEvaluator::Open(ctx.run_dir, config_);
+    if (!opened.ok()) {
+      failed_ = true;
+      TP_LOG_WARNING("live rules off (evaluated when the job ends): " + opened.status().message());
+      return;
+    }
+    eval_ = std::move(*opened);
+    const pid_t child = ctx.child;
+    actions_ = std::make_unique<analyze::rules::ActionRunner>(
+        config_, [child](const model::Finding&, int64_t grace_ns) {
+          return analyze::rules::StopProcess(child, grace_ns);
+        });
+  }
+  auto findings = eval_->Poll();
+  if (!findings.ok()) {
+    // A read that failed now (a store mid-checkpoint) is retried at the next poll.
+    TP_LOG_WARNING("live rules: " + findings.status().message());
+    return;
+  }
+  for (auto& f : *findings) {
+    actions_->Submit(f);
+    if (ctx.store_finding) ctx.store_finding(f);
+    ++stored_live_;
+  }
+}
+
+const analyze::rules::RuleEngine* LiveRules::Finish(std::ostream& out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!eval_ || failed_) return nullptr;
+  auto last = eval_->Finish();
+  if (!last.ok()) {
+    out << "trainprof: warning: live rules could not read the end of the run ("
+        << last.status().message() << "); evaluating again\n";
+    return nullptr;
+  }
+  // The job has ended: a stop action has nothing left to stop.
+  actions_->Drain();
+  actions_ = std::make_unique<analyze::rules::ActionRunner>(config_, nullptr);
+  for (const auto& f : *last) actions_->Submit(f);
+  actions_->Drain();
+  const auto stats = eval_->stats();
+  out << "trainprof: rules evaluated live (" << stats.polls << " polls, " << stored_live_
+      << " finding" << (stored_live_ == 1 ? "" : "s") << " stored while the job ran)\n";
+  return &eval_->engine();
+}
+
+}  // namespace trainprof::cli
