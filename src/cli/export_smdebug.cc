@@ -11,7 +11,8 @@
 //   DIR/training_job_end.ts
 //       the run's end, seconds since the epoch (when the run has ended)
 //
-// Nodes become algo-1, algo-2... in the order of their names (names already algo-N are kept).
+// Nodes named algo-N keep their name; the others become the next free algo-N in the order of
+// their names.
 // Only metrics with an smdebug equivalent are written (kMapping); the others are skipped and
 // counted in the command's output. Values in ratios become percent (x100).
 
@@ -101,21 +102,35 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
   TP_ASSIGN_OR_RETURN(auto reader, store::RunReader::Open(options.run));
   TP_RETURN_IF_ERROR(MakeDirs(options.out_dir));
 
-  // Node names -> algo-N.
+  // Node names -> algo-N: names already algo-N are kept; the others take the next free numbers
+  // in the order of their names.
   std::vector<std::string> nodes = reader->nodes();
   std::sort(nodes.begin(), nodes.end());
   const std::regex algo_re("^algo-[0-9]+$");
-  bool keep = !nodes.empty() && std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) {
-    return std::regex_match(n, algo_re);
-  });
   std::map<std::string, std::string> algo;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    algo[nodes[i]] = keep ? nodes[i] : "algo-" + std::to_string(i + 1);
+  std::set<std::string> taken;
+  for (const std::string& n : nodes) {
+    if (std::regex_match(n, algo_re)) {
+      algo[n] = n;
+      taken.insert(n);
+    }
+  }
+  int next = 1;
+  auto NextFree = [&] {
+    std::string name;
+    do {
+      name = "algo-" + std::to_string(next++);
+    } while (taken.count(name));
+    taken.insert(name);
+    return name;
+  };
+  for (const std::string& n : nodes) {
+    if (!algo.count(n)) algo[n] = NextFree();
   }
   auto AlgoOf = [&](const std::string& node) -> const std::string& {
     auto it = algo.find(node);
     if (it == algo.end()) {
-      it = algo.emplace(node, "algo-" + std::to_string(algo.size() + 1)).first;
+      it = algo.emplace(node, NextFree()).first;
     }
     return it->second;
   };

@@ -410,7 +410,8 @@ TEST(ExportSmdebugTest, RoundTripsThroughImportSmdebug) {
     b.insert({s2->step[i], s2->modes.at(s2->mode[i]), s2->start_ns[i], s2->duration_ns[i]});
   }
   EXPECT_EQ(a, b);
-  EXPECT_EQ((*r2)->metadata().end_ns, (*r1)->metadata().end_ns);
+  // The run's end travels in training_job_end.ts (the importer keeps its text as a tag).
+  EXPECT_EQ((*r2)->metadata().tags.at("training_job_end"), "1764541350.123456789");
 }
 
 // Real SageMaker Debugger output: import, export, import again; samples and steps survive.
@@ -443,19 +444,25 @@ TEST(ExportSmdebugTest, RealSmdebugDataRoundTrips) {
     EXPECT_EQ(s2->size(), s1->size()) << sub;
     auto before = Samples(dir + "/" + sub + "-1");
     auto after = Samples(io.out);
-    int64_t compared = 0;
+    int64_t compared = 0, gpu_memory = 0;
     for (const auto& [key, value] : before) {
+      if (std::get<1>(key) == "gpu_memory_utilization_ratio") {
+        ++gpu_memory;  // not exported (docs/export.md: importer and metrics.md disagree)
+        continue;
+      }
       auto found = after.find(key);
-      if (std::get<1>(key) == "gpu_memory_utilization_ratio") continue;  // see docs/export.md
       ASSERT_NE(found, after.end()) << std::get<1>(key) << " " << std::get<2>(key);
       EXPECT_NEAR(found->second, value, 1e-12);
       ++compared;
     }
     if (std::string(sub) == "test_traces") {
-      EXPECT_EQ(compared, 78);  // smdebug's expected count: all 78 are CPU/GPU utilisation
-      EXPECT_GT(s1->size(), 0u);
+      // smdebug's expected 78 samples: 72 CPU/GPU utilisation samples come back; the 6
+      // GPUMemoryUtilization samples are the known naming gap.
+      EXPECT_EQ(compared + gpu_memory, 78);
+      EXPECT_EQ(gpu_memory, 6);
+      EXPECT_EQ(after.size(), 72u);
     } else {
-      EXPECT_GT(s1->size(), 0u);
+      EXPECT_GT(s1->size(), 0u);  // Step:ModeKeys.TRAIN spans of the pythontimeline
     }
   }
 }
