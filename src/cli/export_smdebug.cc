@@ -210,7 +210,9 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
     for (auto& [key, rows] : groups) {
       const auto& [node, rank] = key;
       int64_t first = INT64_MAX, last = INT64_MIN;
+      std::set<int64_t> pids;
       for (size_t i : rows) {
+        pids.insert(t.pid[i] == model::kMissing ? 0 : t.pid[i]);
         first = std::min(first, t.start_ns[i]);
         last = std::max(last, t.start_ns[i] + t.duration_ns[i]);
       }
@@ -229,6 +231,15 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
           "epoch_in_micros\":");
       head.append(std::to_string(base_us));
       head.append("}}");
+      // A name for every pid used: smdebug's parser expects one (else "Unknown" and a warning).
+      for (int64_t pid : pids) {
+        if (pid == 0) continue;  // pid 0 is named by the metadata event above
+        head.append(",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+        head.append(std::to_string(pid));
+        head.append(",\"args\":{\"name\":");
+        AppendJsonString(label + " pid " + std::to_string(pid), &head);
+        head.append("}}");
+      }
       for (size_t i : rows) {
         std::string& b = f->buffer();
         const bool instant = t.kind[i] == static_cast<uint8_t>(model::EventKind::kInstant);
