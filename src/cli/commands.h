@@ -28,6 +28,20 @@ struct ExportCsvOptions {
 };
 Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out);
 
+// `export chrome-trace`: one Chrome Trace Event Format file (gzip when `out` ends in .gz).
+struct ExportChromeTraceOptions {
+  std::string run;
+  std::string out;
+};
+Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostream& out);
+
+// `export smdebug`: a SageMaker Debugger profiler-output folder.
+struct ExportSmdebugOptions {
+  std::string run;
+  std::string out_dir;
+};
+Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out);
+
 // `import kineto|smdebug|horovod`.
 struct ImportOptions {
   std::vector<std::string> sources;  // files (kineto, horovod) or one directory (smdebug)

@@ -117,16 +117,25 @@ void AddExportCommand(CLI::App& app, CommandAction* action) {
   csv->add_option("--out", opts->out_dir, "Output directory")->required();
   csv->callback(
       [opts, action] { action->run = [opts] { return RunExportCsv(*opts, std::cout); }; });
-  for (const char* planned : {"chrome-trace", "smdebug"}) {
-    export_cmd
-        ->add_subcommand(planned, std::string("Export as ") + planned + " (not implemented yet)")
-        ->allow_extras()
-        ->callback([action, name = std::string(planned)] {
-          action->run = [name] {
-            return Unimplemented("'trainprof export " + name + "' is not implemented yet");
-          };
-        });
-  }
+  auto chrome_opts = std::make_shared<ExportChromeTraceOptions>();
+  auto* chrome = export_cmd->add_subcommand(
+      "chrome-trace",
+      "Chrome Trace Event Format (Perfetto UI, chrome://tracing): events, metrics as counters, "
+      "findings");
+  chrome->add_option("run", chrome_opts->run, "Run directory")->required();
+  chrome->add_option("--out", chrome_opts->out, "Output file (.json, or .json.gz for gzip)")
+      ->required();
+  chrome->callback([chrome_opts, action] {
+    action->run = [chrome_opts] { return RunExportChromeTrace(*chrome_opts, std::cout); };
+  });
+  auto smdebug_opts = std::make_shared<ExportSmdebugOptions>();
+  auto* smdebug = export_cmd->add_subcommand(
+      "smdebug", "SageMaker Debugger profiler-output folder (system metrics, framework timelines)");
+  smdebug->add_option("run", smdebug_opts->run, "Run directory")->required();
+  smdebug->add_option("--out", smdebug_opts->out_dir, "Output directory")->required();
+  smdebug->callback([smdebug_opts, action] {
+    action->run = [smdebug_opts] { return RunExportSmdebug(*smdebug_opts, std::cout); };
+  });
 }
 
 }  // namespace trainprof::cli
