@@ -444,23 +444,17 @@ TEST(ExportSmdebugTest, RealSmdebugDataRoundTrips) {
     EXPECT_EQ(s2->size(), s1->size()) << sub;
     auto before = Samples(dir + "/" + sub + "-1");
     auto after = Samples(io.out);
-    int64_t compared = 0, gpu_memory = 0;
+    int64_t compared = 0;
     for (const auto& [key, value] : before) {
-      if (std::get<1>(key) == "gpu_memory_utilization_ratio") {
-        ++gpu_memory;  // not exported (docs/export.md: importer and metrics.md disagree)
-        continue;
-      }
       auto found = after.find(key);
       ASSERT_NE(found, after.end()) << std::get<1>(key) << " " << std::get<2>(key);
       EXPECT_NEAR(found->second, value, 1e-12);
       ++compared;
     }
     if (std::string(sub) == "test_traces") {
-      // smdebug's expected 78 samples: 72 CPU/GPU utilisation samples come back; the 6
-      // GPUMemoryUtilization samples are the known naming gap.
-      EXPECT_EQ(compared + gpu_memory, 78);
-      EXPECT_EQ(gpu_memory, 6);
-      EXPECT_EQ(after.size(), 72u);
+      // smdebug's expected 78 samples all come back (GPUMemoryUtilization included).
+      EXPECT_EQ(compared, 78);
+      EXPECT_EQ(after.size(), 78u);
     } else {
       EXPECT_GT(s1->size(), 0u);  // Step:ModeKeys.TRAIN spans of the pythontimeline
     }

@@ -31,7 +31,9 @@ void Classify(SeriesKey* key) {
     } else if ((key->device_index = DeviceIndex(d, "cpu")) >= 0) {
       key->kind = util ? MetricKind::kCpuCore : MetricKind::kIowaitCore;
     }
-  } else if (m == "gpu_utilization_ratio" || m == "gpu_memory_utilization_ratio") {
+  } else if (m == "gpu_utilization_ratio" || m == "gpu_memory_used_ratio") {
+    // GPU memory for the rules is memory in use (SageMaker's GPUMemoryUtilization, read by
+    // GPUMemoryIncrease and BatchSize), not the memory controller's busy time.
     if ((key->device_index = DeviceIndex(d, "gpu")) >= 0) {
       key->kind = m == "gpu_utilization_ratio" ? MetricKind::kGpuUtil : MetricKind::kGpuMemUtil;
     }

@@ -60,7 +60,7 @@ enum class MetricKind : uint8_t {
   kIowaitCore,       // cpu_iowait_ratio, device cpuN
   kIowaitTotal,      // cpu_iowait_ratio, device total
   kGpuUtil,          // gpu_utilization_ratio, gpuN
-  kGpuMemUtil,       // gpu_memory_utilization_ratio, gpuN
+  kGpuMemUtil,       // gpu_memory_used_ratio (memory in use), gpuN
   kMemUsed,          // memory_used_bytes
   kMemTotal,         // memory_total_bytes
   kProcessRss,       // process_resident_memory_bytes, device tree

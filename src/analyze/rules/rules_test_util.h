@@ -91,7 +91,7 @@ class Scenario {
       for (int g = 0; g < gpus; ++g) {
         Value(node, "gpu_utilization_ratio", "gpu" + std::to_string(g), tick.ts_ns,
               tick.gpu[static_cast<size_t>(g)]);
-        Value(node, "gpu_memory_utilization_ratio", "gpu" + std::to_string(g), tick.ts_ns,
+        Value(node, "gpu_memory_used_ratio", "gpu" + std::to_string(g), tick.ts_ns,
               tick.gpu_mem[static_cast<size_t>(g)]);
       }
       Value(node, "memory_used_bytes", "", tick.ts_ns, 64.0 * (1 << 30));

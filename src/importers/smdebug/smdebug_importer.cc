@@ -66,7 +66,7 @@ MetricMapping MapSystemMetric(const std::string& type, const std::string& dimens
   if (dimension == "CPUUtilization") return {"cpu_utilization_ratio", 0.01};
   if (dimension == "I/OWaitPercentage") return {"cpu_iowait_ratio", 0.01};
   if (dimension == "GPUUtilization") return {"gpu_utilization_ratio", 0.01};
-  if (dimension == "GPUMemoryUtilization") return {"gpu_memory_utilization_ratio", 0.01};
+  if (dimension == "GPUMemoryUtilization") return {"gpu_memory_used_ratio", 0.01};  // in use
   if (dimension == "MemoryUsedPercent") return {"memory_used_ratio", 0.01};
   return {"smdebug_" + Snake(dimension), 1.0};
 }
