@@ -27,18 +27,19 @@ std::string Percent(double pct) { return Fmt("%.1f", pct) + " %"; }
 
 // The instance and its price with date and source, e.g. "ml.p3.8xlarge at $14.688/h (sagemaker
 // training on-demand; <source>, as of 2021-11-29)".
-std::string PriceText(const NodeCost& n) {
+std::string PriceText(const NodeCost& n, bool with_storage = true) {
   std::string s = n.instance_type + " at " + PerHour(n.price.price_usd_per_hour) + " (" +
                   n.price.basis + "; " + n.price.source + ", as of " + n.price.as_of + ")";
-  if (n.storage_cost_usd > 0) {
-    s += " + ML storage " + PerHour(n.rate_usd_per_second * 3600 - n.price.price_usd_per_hour);
+  if (with_storage && n.storage_cost_usd > 0) {
+    s += " + ML storage $" +
+         Fmt("%.4f", n.rate_usd_per_second * 3600 - n.price.price_usd_per_hour) + "/h";
   }
   return s;
 }
 
 // One accelerator's share of the instance price.
 std::string GpuRateText(const NodeCost& n) {
-  return "one GPU's share of " + PriceText(n) + ": " +
+  return "one GPU's share of " + PriceText(n, /*with_storage=*/false) + ": " +
          PerHour(*n.accelerator_usd_per_second * 3600) + " per GPU (" +
          std::to_string(n.instance.AcceleratorCount()) + " GPUs)";
 }
@@ -206,10 +207,14 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
 
   if (rule == "MaxInitializationTime") {
     const double usd = CostOfRange(r, "", f.start_ns, f.end_ns);
-    return Priced(usd, "every instance billed from the job's start to its first step (" +
-                           Seconds(static_cast<double>(f.end_ns - f.start_ns) / kNs) + " x " +
-                           std::to_string(r.instance_count) + " instance(s)), at " +
-                           PriceText(r.nodes.front()));
+    auto step = ev.find("first_step_ns");
+    const bool no_step = step != ev.end() && step->is_null();
+    return Priced(
+        usd,
+        std::string("every instance billed from the job's start to ") +
+            (no_step ? "when the rule fired, with no training step yet (" : "its first step (") +
+            Seconds(static_cast<double>(f.end_ns - f.start_ns) / kNs) + " x " +
+            std::to_string(r.instance_count) + " instance(s)), at " + PriceText(r.nodes.front()));
   }
 
   const NodeCost* n = NodeFor(r, f.node);
