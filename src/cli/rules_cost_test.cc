@@ -100,6 +100,66 @@ TEST(RulesCostTest, LowGpuUtilizationFindingInDollars) {
       << t.str();
 }
 
+// The evidence the real rules write is what the prices read: CPUBottleneck (a core at 95 %
+// while the 4 GPUs idle at 5 %, 1200 samples 1 s apart) and DataLoaderStarvation (60 steps of
+// 1 s, each waiting 0.5 s for data, rank 0 alone on the node).
+TEST(RulesCostTest, RealRuleEvidenceIsPriced) {
+  std::string dir = TempDir() + "/run";
+  model::RunMetadata m;
+  m.run_id = "bottleneck";
+  m.start_ns = kT0;
+  m.end_ns = At(7200);
+  m.instance_type = "ml.p3.8xlarge";
+  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
+  model::NodeInfo n;
+  n.node = "algo-1";
+  auto w = store::OpenNodeWriter(dir, n);
+  ASSERT_TRUE(w.ok());
+  auto cpu = (*w)->Series("cpu_utilization_ratio", "cpu0");
+  for (int i = 1; i <= 1200; ++i) (*w)->Append(cpu, At(i), 0.95);
+  for (int g = 0; g < 4; ++g) {
+    auto s = (*w)->Series("gpu_utilization_ratio", "gpu" + std::to_string(g));
+    for (int i = 1; i <= 1200; ++i) (*w)->Append(s, At(i), 0.05);
+  }
+  for (int i = 0; i < 60; ++i) {
+    auto span = [&](const char* name, const char* category, double start, double dur) {
+      model::Event e;
+      e.name = name;
+      e.category = category;
+      e.start_ns = At(start);
+      e.duration_ns = At(start + dur) - At(start);
+      e.mode = "train";
+      e.step = i;
+      e.rank = 0;
+      e.pid = 100;
+      e.tid = 100;
+      (*w)->AppendEvent(std::move(e));
+    };
+    span("step", model::kCategoryStep, 2000 + i, 1);
+    span("data_wait", model::kCategoryDataWait, 2000 + i, 0.5);
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+
+  std::ostringstream out;
+  ASSERT_TRUE(RunRules(Options(dir), out).ok()) << out.str();
+  auto j = nlohmann::json::parse(out.str());
+  // CPUBottleneck fires after patience (1000 samples), at the 1001st: 1001 samples x 4 idle
+  // GPUs = 4004 GPU-samples, 1 s apart -> 4004 GPU-s x 3.672 $/h / 3600 = 4.08408 -> $4.08.
+  const nlohmann::json* c = OnlyFinding(j, "CPUBottleneck");
+  ASSERT_NE(c, nullptr) << out.str();
+  EXPECT_EQ((*c)["evidence"]["idle_gpu_samples"], 4004);
+  EXPECT_NEAR((*c)["cost_usd"].get<double>(), 4.08, kCent);
+  EXPECT_NEAR((*c)["cost_usd"].get<double>(), 4004 * 3.672 / 3600, 1e-9);
+  // DataLoaderStarvation: steps 5..54 after the 5 warm-up steps: 50 x 0.5 s = 25 s of the whole
+  // instance (one rank): 25 x (14.688 + 30 x 0.14 / 730) / 3600 = 0.102040 -> $0.10.
+  const nlohmann::json* d = OnlyFinding(j, "DataLoaderStarvation");
+  ASSERT_NE(d, nullptr) << out.str();
+  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 0.10, kCent);
+  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 25 * (14.688 + 30 * 0.14 / 730) / 3600, 1e-6);
+  EXPECT_NE((*d)["cost_basis"].get<std::string>().find("the only rank on the node"),
+            std::string::npos);
+}
+
 TEST(RulesCostTest, WithoutAPriceTheCostIsAbsentAndSaysWhy) {
   std::string run = WriteRun(TempDir() + "/run", "");
   std::ostringstream out;
