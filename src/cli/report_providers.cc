@@ -222,23 +222,29 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out) {
       if (!r.findings.empty() && !r.findings.front().recommendation.empty()) {
         out << "           -> " << r.findings.front().recommendation << "\n";
       }
-      // The cost impact of all its findings together, when each one could be priced.
+      // The cost impact: the first priced finding with its basis, and the sum over the rule's
+      // priced findings when it has several.
       double usd = 0;
       int priced = 0;
+      const model::Finding* first_priced = nullptr;
       for (const auto& f : r.findings) {
         if (f.cost_usd) {
           usd += *f.cost_usd;
           ++priced;
+          if (first_priced == nullptr) first_priced = &f;
         }
       }
-      if (priced > 0) {
-        out << "           cost impact " << model::FormatCostImpact(r.findings.front());
+      if (first_priced != nullptr) {
+        out << "           cost impact " << model::FormatCostImpact(*first_priced);
         if (r.findings.size() > 1) {
           out << "; all " << priced << " priced finding(s) of the rule: ≈ "
               << model::FormatUsd(usd);
         }
         out << "\n";
-      } else if (!r.findings.empty() && !r.findings.front().cost_basis.empty()) {
+      } else if (pricer && pricer->report && !r.findings.empty() &&
+                 !r.findings.front().cost_basis.empty()) {
+        // Why this rule has no figure; when the run has no price at all, the cost line below
+        // says why once.
         out << "           " << model::FormatCostImpact(r.findings.front()) << "\n";
       }
     }
@@ -251,7 +257,14 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out) {
       out << "trainprof: cost: " << pricer->why_not << "\n";
     }
     report::WriteOptions options;
-    UseAnalyses(&options.build);
+    if (pricer) {
+      // The report reuses the cost computed here (matched by run directory).
+      auto shared = std::make_shared<FindingPricer>(std::move(*pricer));
+      options.build.rules = RulesEngineProvider(shared);
+      options.build.cost = CostAdvisorProvider(shared);
+    } else {
+      UseAnalyses(&options.build);
+    }
     auto written = report::WriteReports(run_dir, options);
     if (written.ok()) {
       out << "trainprof: report " << run_dir << "/report.html (and report.json)\n";
