@@ -89,6 +89,10 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
     TP_RETURN_IF_ERROR(rules::ApplyParamOverride(o, &config));
   }
   TP_RETURN_IF_ERROR(ValidatePricing(options.pricing));
+  if (!options.pricing.catalog.empty()) {
+    // A catalog the user names must load; a run without a price is not an error (below).
+    TP_RETURN_IF_ERROR(LoadCatalogForCli(options.pricing.catalog).status());
+  }
   auto reader = store::RunReader::Open(options.run);
   if (!reader.ok()) return reader.status();
   TP_ASSIGN_OR_RETURN(auto engine, rules::EvaluateRun(**reader, config));

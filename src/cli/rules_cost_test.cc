@@ -190,6 +190,11 @@ TEST(RulesCostTest, WithoutAPriceTheCostIsAbsentAndSaysWhy) {
   Status s = RunRules(o, bad);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("--price-usd-per-hour"), std::string::npos);
+  o.pricing.price_usd_per_hour = 10;
+  o.pricing.catalog = TempDir() + "/missing.csv";
+  s = RunRules(o, bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("missing.csv"), std::string::npos) << s.message();
   EXPECT_EQ(Main({"trainprof", "rules", run, "--json", "--instance-type", "ml.p3.8xlarge",
                   "--price-usd-per-hour", "10", "--rule", "LowGPUUtilization.window=500"}),
             kExitOk);
