@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cli/cost_command.h"
 
 namespace trainprof::cli {
 
@@ -72,6 +73,7 @@ struct RulesOptions {
   bool store = false;                  // write the findings into the run
   bool run_actions = false;            // run configured command / webhook actions
   bool list = false;                   // list the rules instead
+  PricingOptions pricing;              // how the findings' cost impact is priced
 };
 Status RunRules(const RulesOptions& options, std::ostream& out);
 

@@ -7,22 +7,38 @@
 #include <string>
 
 #include "analyze/cost/catalog.h"
+#include "analyze/cost/cost_model.h"
 #include "base/status.h"
+
+namespace CLI {
+class App;
+}
 
 namespace trainprof::cli {
 
-struct CostCommandOptions {
-  std::string run;
+// How a run is priced: shared by `cost`, `rules` (findings' cost impact) and the report.
+struct PricingOptions {
   std::string instance_type;
   std::optional<int> instances;
   bool spot = false;
   std::optional<double> price_usd_per_hour;
   std::optional<double> discount_pct;
+  std::string catalog;  // a user file (merged) or a catalog directory (replaces)
+  int64_t now_ns = 0;   // tests fix "today"
+};
+// Registers --instance-type, --instances, --spot, --price-usd-per-hour, --discount-pct and
+// --catalog on `cmd`.
+void AddPricingOptions(CLI::App* cmd, PricingOptions* pricing);
+// Checks the values (clear errors naming the option).
+Status ValidatePricing(const PricingOptions& pricing);
+// Copies them into the cost advisor's options.
+void ApplyPricing(const PricingOptions& pricing, cost::CostOptions* options);
+
+struct CostCommandOptions : PricingOptions {
+  std::string run;
   std::optional<double> volume_gb;
   double idle_threshold = 0.10;
-  std::string catalog;  // a user file (merged) or a catalog directory (replaces)
   int max_price_age_days = 180;
-  int64_t now_ns = 0;  // tests fix "today"
   bool json = false;
 };
 Status RunCost(const CostCommandOptions& options, std::ostream& out);

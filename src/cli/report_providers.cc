@@ -5,6 +5,7 @@
 
 #include "analyze/cost/catalog.h"
 #include "analyze/cost/cost_model.h"
+#include "analyze/cost/finding_cost.h"
 #include "analyze/rules/evaluate.h"
 #include "cli/live_rules.h"
 #include "report/write_reports.h"
@@ -69,17 +70,66 @@ report::CostSection FromCostReport(const cost::CostReport& c) {
   return s;
 }
 
-StatusOr<cost::CostReport> ComputeRunCost(store::RunReader& reader) {
-  TP_ASSIGN_OR_RETURN(cost::Catalog catalog, cost::LoadDefaultCatalog());
-  return cost::ComputeCost(reader, catalog, cost::CostOptions{});
+// The pricer for `reader`'s run: the shared one when it was made for this run, else a new one
+// (kept in `shared` when given).
+const FindingPricer& PricerFor(store::RunReader& reader,
+                               const std::shared_ptr<FindingPricer>& shared, FindingPricer* local) {
+  if (shared && (shared->report || !shared->why_not.empty()) && shared->run_dir == reader.dir()) {
+    return *shared;
+  }
+  FindingPricer made = MakeFindingPricer(reader);
+  if (shared) {
+    *shared = std::move(made);
+    return *shared;
+  }
+  *local = std::move(made);
+  return *local;
 }
 
 }  // namespace
 
-report::RulesProvider RulesEngineProvider() {
-  return [](store::RunReader& reader) -> StatusOr<report::RulesSection> {
+void FindingPricer::Price(model::Finding* f) const {
+  if (report) {
+    cost::PriceFinding(*report, catalog ? &*catalog : nullptr, f);
+  } else {
+    cost::MarkUnpriced("no price: " + why_not, f);
+  }
+}
+
+void FindingPricer::Price(std::vector<analyze::rules::RuleResult>* results) const {
+  for (auto& r : *results) {
+    for (auto& f : r.findings) Price(&f);
+  }
+}
+
+FindingPricer MakeFindingPricer(store::RunReader& reader, const PricingOptions& pricing) {
+  FindingPricer p;
+  p.run_dir = reader.dir();
+  auto catalog = LoadCatalogForCli(pricing.catalog);
+  if (!catalog.ok()) {
+    p.why_not = "catalog: " + catalog.status().message();
+    return p;
+  }
+  p.catalog = std::move(catalog).value();
+  cost::CostOptions o;
+  ApplyPricing(pricing, &o);
+  auto c = cost::ComputeCost(reader, *p.catalog, o);
+  if (c.ok()) {
+    p.report = std::move(c).value();
+  } else {
+    p.why_not = c.status().message();
+  }
+  return p;
+}
+
+report::RulesProvider RulesEngineProvider(std::shared_ptr<FindingPricer> shared) {
+  return [shared](store::RunReader& reader) -> StatusOr<report::RulesSection> {
     TP_ASSIGN_OR_RETURN(auto engine, analyze::rules::EvaluateRun(reader, {}));
-    report::RulesSection section = FromEngine(engine->Results());
+    FindingPricer local;
+    const FindingPricer& pricer = PricerFor(reader, shared, &local);
+    std::vector<analyze::rules::RuleResult> results = engine->Results();
+    pricer.Price(&results);
+    report::RulesSection section = FromEngine(results);
     // Findings stored in the run by rules the engine does not evaluate (custom rules, findings
     // written live or imported) are shown too, grouped by rule.
     TP_ASSIGN_OR_RETURN(auto stored, reader.Findings());
@@ -106,27 +156,31 @@ report::RulesProvider RulesEngineProvider() {
       r.violations = r.violations.value_or(0) + 1;
       report::FindingView view;
       view.finding = f;
+      pricer.Price(&view.finding);
       r.findings.push_back(std::move(view));
     }
     return section;
   };
 }
 
-report::CostProvider CostAdvisorProvider() {
-  return [](store::RunReader& reader, const report::Report&) -> StatusOr<report::CostSection> {
-    auto c = ComputeRunCost(reader);
-    if (!c.ok()) {
-      report::CostSection s;
-      s.note = "cost not computed: " + c.status().message();
-      return s;
-    }
-    return FromCostReport(*c);
-  };
+report::CostProvider CostAdvisorProvider(std::shared_ptr<FindingPricer> shared) {
+  return
+      [shared](store::RunReader& reader, const report::Report&) -> StatusOr<report::CostSection> {
+        FindingPricer local;
+        const FindingPricer& pricer = PricerFor(reader, shared, &local);
+        if (!pricer.report) {
+          report::CostSection s;
+          s.note = "cost not computed: " + pricer.why_not;
+          return s;
+        }
+        return FromCostReport(*pricer.report);
+      };
 }
 
 void UseAnalyses(report::BuildOptions* build) {
-  build->rules = RulesEngineProvider();
-  build->cost = CostAdvisorProvider();
+  auto shared = std::make_shared<FindingPricer>();
+  build->rules = RulesEngineProvider(shared);
+  build->cost = CostAdvisorProvider(shared);
 }
 
 void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live) {
@@ -145,11 +199,29 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules*
         analyze::rules::EvaluateRun(**reader, live ? live->config() : analyze::rules::RuleConfig{});
     if (engine.ok()) evaluated = engine->get();
   }
+  std::vector<analyze::rules::RuleResult> results;
   if (evaluated != nullptr) {
+    results = evaluated->Results();
     std::vector<model::Finding> findings;
-    int fired = 0;
-    for (const auto& r : evaluated->Results()) {
+    for (const auto& r : results)
       findings.insert(findings.end(), r.findings.begin(), r.findings.end());
+    auto stored = analyze::rules::StoreFindings(**reader, findings);
+    if (!stored.ok()) {
+      out << "trainprof: warning: storing findings: " << stored.status().message() << "\n";
+    }
+  } else {
+    out << "trainprof: warning: rules not evaluated: " << engine.status().message() << "\n";
+  }
+  // Cost (read after the findings are stored: the what-ifs cite them), then the rules that
+  // fired with their cost impact. The cost is shown only when the instance is known or
+  // recognised; otherwise say how to get it.
+  auto fresh = store::RunReader::Open(run_dir);
+  std::optional<FindingPricer> pricer;
+  if (fresh.ok()) pricer = MakeFindingPricer(**fresh);
+  if (evaluated != nullptr) {
+    if (pricer) pricer->Price(&results);
+    int fired = 0;
+    for (const auto& r : results) {
       if (!r.triggered) continue;
       ++fired;
       out << "trainprof: rule " << r.name << " fired (" << r.violations << " violation"
@@ -159,26 +231,49 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules*
       if (!r.findings.empty() && !r.findings.front().recommendation.empty()) {
         out << "           -> " << r.findings.front().recommendation << "\n";
       }
+      // The cost impact: the first priced finding with its basis, and the sum over the rule's
+      // priced findings when it has several.
+      double usd = 0;
+      int priced = 0;
+      const model::Finding* first_priced = nullptr;
+      for (const auto& f : r.findings) {
+        if (f.cost_usd) {
+          usd += *f.cost_usd;
+          ++priced;
+          if (first_priced == nullptr) first_priced = &f;
+        }
+      }
+      if (first_priced != nullptr) {
+        out << "           cost impact " << model::FormatCostImpact(*first_priced);
+        if (r.findings.size() > 1) {
+          out << "; all " << priced << " priced finding(s) of the rule: ≈ "
+              << model::FormatUsd(usd);
+        }
+        out << "\n";
+      } else if (pricer && pricer->report && !r.findings.empty() &&
+                 !r.findings.front().cost_basis.empty()) {
+        // Why this rule has no figure; when the run has no price at all, the cost line below
+        // says why once.
+        out << "           " << model::FormatCostImpact(r.findings.front()) << "\n";
+      }
     }
     if (fired == 0) out << "trainprof: rules: nothing fired\n";
-    auto stored = analyze::rules::StoreFindings(**reader, findings);
-    if (!stored.ok()) {
-      out << "trainprof: warning: storing findings: " << stored.status().message() << "\n";
-    }
-  } else {
-    out << "trainprof: warning: rules not evaluated: " << engine.status().message() << "\n";
   }
-  // Cost: only when the instance is known or recognised; otherwise say how to get it.
-  auto fresh = store::RunReader::Open(run_dir);
   if (fresh.ok()) {
-    auto c = ComputeRunCost(**fresh);
-    if (c.ok()) {
-      out << cost::CostSummaryLines(*c);
-    } else {
-      out << "trainprof: cost: " << c.status().message() << "\n";
+    if (pricer && pricer->report) {
+      out << cost::CostSummaryLines(*pricer->report);
+    } else if (pricer) {
+      out << "trainprof: cost: " << pricer->why_not << "\n";
     }
     report::WriteOptions options;
-    UseAnalyses(&options.build);
+    if (pricer) {
+      // The report reuses the cost computed here (matched by run directory).
+      auto shared = std::make_shared<FindingPricer>(std::move(*pricer));
+      options.build.rules = RulesEngineProvider(shared);
+      options.build.cost = CostAdvisorProvider(shared);
+    } else {
+      UseAnalyses(&options.build);
+    }
     auto written = report::WriteReports(run_dir, options);
     if (written.ok()) {
       out << "trainprof: report " << run_dir << "/report.html (and report.json)\n";

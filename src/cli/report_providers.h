@@ -3,19 +3,42 @@
 // depends on neither the rules engine nor the cost advisor; the CLI, which links all three,
 // provides the report's sections from them here.
 
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
+#include "analyze/cost/catalog.h"
+#include "analyze/cost/cost_model.h"
+#include "analyze/rules/rule.h"
+#include "cli/cost_command.h"
 #include "report/report_model.h"
+#include "store/run_reader.h"
 
 namespace trainprof::cli {
 
-// The rules section from the rules engine (every built-in rule with its default parameters).
-report::RulesProvider RulesEngineProvider();
+// The run's cost, once, for pricing findings (each finding's cost impact, cost/finding_cost.h):
+// the cost report, or why there is none (no instance type, no price...).
+struct FindingPricer {
+  std::optional<cost::Catalog> catalog;
+  std::optional<cost::CostReport> report;
+  std::string why_not;  // the cost advisor's error when `report` is absent
+  std::string run_dir;  // the run it was computed for
+  // Sets f->cost_usd / cost_basis; without a report: no figure and why.
+  void Price(model::Finding* f) const;
+  void Price(std::vector<analyze::rules::RuleResult>* results) const;
+};
+FindingPricer MakeFindingPricer(store::RunReader& reader, const PricingOptions& pricing = {});
+
+// The rules section from the rules engine (every built-in rule with its default parameters),
+// each finding priced. `shared` (optional) hands the cost computed for the prices to
+// CostAdvisorProvider, so that a report computes the run's cost once.
+report::RulesProvider RulesEngineProvider(std::shared_ptr<FindingPricer> shared = nullptr);
 // The cost section from the cost advisor and the shipped catalog; a run whose instance type is
 // unknown gets the section's note instead of numbers.
-report::CostProvider CostAdvisorProvider();
-// Sets both providers.
+report::CostProvider CostAdvisorProvider(std::shared_ptr<FindingPricer> shared = nullptr);
+// Sets both providers (sharing the cost).
 void UseAnalyses(report::BuildOptions* build);
 
 // After `record`: evaluate the rules (storing their findings in the run and printing the ones

@@ -14,7 +14,9 @@
 #include "base/time.h"
 #include "cli/command.h"
 #include "cli/commands.h"
+#include "cli/cost_command.h"
 #include "cli/output.h"
+#include "cli/report_providers.h"
 #include "store/run_reader.h"
 
 namespace trainprof::cli {
@@ -67,6 +69,8 @@ void PrintText(const std::vector<rules::RuleResult>& results, std::ostream& out)
           << (f.device.empty() ? "" : "/" + f.device) << ", " << FormatIso8601(f.start_ns) << " ("
           << FormatDuration(f.end_ns - f.start_ns) << ")\n  " << f.message
           << "\n  what to do: " << f.recommendation << "\n";
+      const std::string cost = model::FormatCostImpact(f);
+      if (!cost.empty()) out << "  cost impact: " << cost << "\n";
     }
   }
   if (!any) out << "\nNo rule fired.\n";
@@ -84,10 +88,18 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   for (const std::string& o : options.overrides) {
     TP_RETURN_IF_ERROR(rules::ApplyParamOverride(o, &config));
   }
+  TP_RETURN_IF_ERROR(ValidatePricing(options.pricing));
+  if (!options.pricing.catalog.empty()) {
+    // A catalog the user names must load; a run without a price is not an error (below).
+    TP_RETURN_IF_ERROR(LoadCatalogForCli(options.pricing.catalog).status());
+  }
   auto reader = store::RunReader::Open(options.run);
   if (!reader.ok()) return reader.status();
   TP_ASSIGN_OR_RETURN(auto engine, rules::EvaluateRun(**reader, config));
-  const auto results = engine->Results();
+  auto results = engine->Results();
+  // Each finding's cost impact, from the cost advisor (absent, with the reason, when the run
+  // cannot be priced).
+  MakeFindingPricer(**reader, options.pricing).Price(&results);
   std::vector<model::Finding> findings;
   for (const auto& r : results)
     findings.insert(findings.end(), r.findings.begin(), r.findings.end());
@@ -140,6 +152,7 @@ void AddRulesCommand(CLI::App& app, CommandAction* action) {
   cmd->add_flag("--run-actions", opts->run_actions,
                 "Run the configured actions (command, webhook) for the findings");
   cmd->add_flag("--list", opts->list, "List the rules with their parameters and defaults");
+  AddPricingOptions(cmd, &opts->pricing);
   cmd->callback([opts, action] { action->run = [opts] { return RunRules(*opts, std::cout); }; });
 }
 

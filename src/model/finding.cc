@@ -1,5 +1,8 @@
 #include "model/finding.h"
 
+#include <cmath>
+#include <cstdio>
+
 namespace trainprof::model {
 
 const char* SeverityName(Severity s) {
@@ -24,6 +27,21 @@ bool ParseSeverity(const std::string& text, Severity* out) {
   else
     return false;
   return true;
+}
+
+std::string FormatUsd(double usd) {
+  char buf[64];
+  const double a = std::fabs(usd);
+  std::snprintf(buf, sizeof buf, a > 0 && a < 0.01 ? "$%.4f" : "$%.2f", usd);
+  return buf;
+}
+
+std::string FormatCostImpact(const Finding& f) {
+  if (f.cost_usd) {
+    return "≈ " + FormatUsd(*f.cost_usd) + (f.cost_basis.empty() ? "" : " (" + f.cost_basis + ")");
+  }
+  if (f.cost_basis.empty()) return "";
+  return "cost n/a (" + f.cost_basis + ")";
 }
 
 }  // namespace trainprof::model

@@ -460,6 +460,11 @@ void RenderRules(const Report& r, Page& p) {
       p.Text((fd.node.empty() ? "" : "node " + fd.node + " · ") +
              (fd.device.empty() ? "" : "device " + fd.device + " · ") + FormatIso8601(fd.start_ns) +
              " → " + FormatIso8601(fd.end_ns));
+      const std::string cost = model::FormatCostImpact(fd);
+      if (!cost.empty()) {
+        p.Add("</p><p class=\"note\">Cost impact: ");
+        p.Text(cost);
+      }
       p.Add("</p><details><summary>Evidence</summary><pre>");
       p.Text(fd.evidence_json);
       p.Add("</pre></details>");

@@ -52,6 +52,8 @@ json FindingJson(const FindingView& v) {
           {"message", f.message},
           {"recommendation", f.recommendation},
           {"evidence", evidence},
+          {"cost_usd", f.cost_usd ? json(*f.cost_usd) : json(nullptr)},
+          {"cost_basis", f.cost_basis},
           {"chart",
            {{"metric", v.evidence_metric},
             {"device", v.evidence_device},

@@ -592,8 +592,11 @@ StatusOr<CostReport> ComputeCost(store::RunReader& run, const Catalog& catalog,
 
     // Steps on this node: first, last, and the time between them not inside any step.
     std::vector<std::pair<int64_t, int64_t>> step_spans;
+    std::set<int64_t> ranks;
     for (size_t i = 0; i < steps.size(); ++i) {
-      if (steps.nodes.at(steps.node[i]) != in.name || !step_selected(i)) continue;
+      if (steps.nodes.at(steps.node[i]) != in.name) continue;
+      ranks.insert(steps.rank[i]);
+      if (!step_selected(i)) continue;
       step_spans.push_back({steps.start_ns[i], steps.start_ns[i] + steps.duration_ns[i]});
     }
     if (!step_spans.empty()) {
@@ -607,6 +610,7 @@ StatusOr<CostReport> ComputeCost(store::RunReader& run, const Catalog& catalog,
       nc.last_step_end_ns = covered_end;
       nc.between_steps_seconds = static_cast<double>(gaps) / kNs;
     }
+    nc.ranks = static_cast<int>(ranks.size());
     report.nodes.push_back(std::move(nc));
   }
 

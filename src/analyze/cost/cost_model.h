@@ -112,6 +112,7 @@ struct NodeCost {
   Usage usage;
   std::optional<int64_t> first_step_ns, last_step_end_ns;
   std::optional<double> between_steps_seconds;
+  int ranks = 0;  // distinct ranks with steps on this node (0: no steps recorded)
 };
 
 struct StepCosts {

@@ -418,11 +418,18 @@ std::vector<RuleResult> RuleEngine::Results() const {
 nlohmann::json FindingToJson(const model::Finding& f) {
   nlohmann::json evidence = nlohmann::json::parse(f.evidence_json, nullptr, false);
   if (evidence.is_discarded()) evidence = nlohmann::json::object();
-  return {{"rule", f.rule},         {"severity", model::SeverityName(f.severity)},
-          {"node", f.node},         {"device", f.device},
-          {"start_ns", f.start_ns}, {"end_ns", f.end_ns},
-          {"message", f.message},   {"recommendation", f.recommendation},
-          {"evidence", evidence}};
+  return {{"rule", f.rule},
+          {"severity", model::SeverityName(f.severity)},
+          {"node", f.node},
+          {"device", f.device},
+          {"start_ns", f.start_ns},
+          {"end_ns", f.end_ns},
+          {"message", f.message},
+          {"recommendation", f.recommendation},
+          {"evidence", evidence},
+          // The cost impact is joined in by the CLI (the rules do not know prices).
+          {"cost_usd", f.cost_usd ? nlohmann::json(*f.cost_usd) : nlohmann::json(nullptr)},
+          {"cost_basis", f.cost_basis}};
 }
 
 nlohmann::json ResultsToJson(const std::vector<RuleResult>& results) {

@@ -635,9 +635,8 @@ class UnderusedInstanceRule : public Rule {
          {"gpu_mean_ratio", has_gpu ? json(Round(gpu)) : json(nullptr)},
          {"gpu_memory_mean_ratio", n.mem_count > 0 ? json(Round(mem)) : json(nullptr)},
          {"duration_hours", Round(hours, 4)},
-         {"instance_type", ctx().InstanceType()},
-         // Priced by the cost advisor (`trainprof cost`); not known to the rules.
-         {"idle_cost_usd", nullptr}}));
+         // In dollars: the finding's cost_usd / cost_basis, joined from the cost advisor.
+         {"instance_type", ctx().InstanceType()}}));
   }
   double gpu_, mem_, cpu_;
   int64_t min_duration_ns_;

@@ -50,6 +50,7 @@ class StepOutlierRule : public Rule {
           st.examples.push_back({{"step", s.step},
                                  {"start_ns", s.start_ns},
                                  {"duration_ms", Round(ms, 3)},
+                                 {"mean_ms", Round(st.stats.mean(), 3)},
                                  {"threshold_ms", Round(threshold, 3)}});
         }
         if (st.first_ns == 0) st.first_ns = s.start_ns;

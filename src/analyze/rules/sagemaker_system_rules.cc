@@ -58,8 +58,10 @@ class CoincidenceRule : public Rule {
     ++n.datapoints;
     ++result().datapoints;
     if (low_gpus > 0) ++n.low_gpu;
+    if (n.first_sample_ns == 0) n.first_sample_ns = snap.ts_ns;
     if (low_gpus > 0 && busy > 0) {
       ++n.bottlenecks;
+      n.idle_gpu_samples += low_gpus;
       ++result().violations;
       if (n.first_ns == 0) n.first_ns = snap.ts_ns;
       n.last_ns = snap.ts_ns;
@@ -78,7 +80,13 @@ class CoincidenceRule : public Rule {
                      {"gpu_threshold_percent", gpu_threshold_},
                      {io_ ? "io_threshold_percent" : "cpu_threshold_percent", busy_threshold_},
                      {"first_bottleneck_ns", n.first_ns},
-                     {"last_bottleneck_ns", n.last_ns}};
+                     {"last_bottleneck_ns", n.last_ns},
+                     // For the cost impact: GPU-samples left idle in bottleneck samples, and
+                     // the span the datapoints cover (sampling interval).
+                     {"idle_gpu_samples", n.idle_gpu_samples},
+                     {"gpus", gpus},
+                     {"first_sample_ns", n.first_sample_ns},
+                     {"last_sample_ns", snap.ts_ns}};
     std::string what = io_ ? "waiting for I/O" : "busy";
     Emit(MakeFinding(
         Severity::kWarning, node, "", n.first_ns, snap.ts_ns,
@@ -97,8 +105,8 @@ class CoincidenceRule : public Rule {
 
  private:
   struct NodeState {
-    int64_t datapoints = 0, bottlenecks = 0, low_gpu = 0;
-    int64_t first_ns = 0, last_ns = 0;
+    int64_t datapoints = 0, bottlenecks = 0, low_gpu = 0, idle_gpu_samples = 0;
+    int64_t first_ns = 0, last_ns = 0, first_sample_ns = 0;
     double max_busy_pct = 0;
     bool fired = false;
   };
@@ -160,6 +168,9 @@ class LowGpuUtilizationRule : public Rule {
 
   void Evaluate(int32_t series, Gpu& g) {
     auto [start, end] = g.recent.Copy(&scratch_);
+    double sum = 0;
+    for (double v : scratch_) sum += v;
+    const double mean = scratch_.empty() ? 0 : sum / static_cast<double>(scratch_.size());
     const double p95 = stats::QuantileInPlace(scratch_, 0.95);
     const double p5 = stats::QuantileInPlace(scratch_, 0.05);
     const bool low = p95 < p95_threshold_;
@@ -170,15 +181,12 @@ class LowGpuUtilizationRule : public Rule {
     if (!open_low && !open_fluct) return;
     const SeriesKey& key = ctx().Series(series);
     const std::string& node = ctx().NodeName(key.node);
-    json evidence = {{"p95_percent", Round(p95, 2)},
-                     {"p5_percent", Round(p5, 2)},
-                     {"window_values", scratch_.size()},
-                     {"window_start_ns", start},
-                     {"window_end_ns", end},
-                     {"values_seen", g.recent.count()},
-                     {"threshold_p95", p95_threshold_},
-                     {"threshold_p5", p5_threshold_},
-                     {"kind", low ? "underutilized" : "fluctuating"}};
+    json evidence = {
+        {"p95_percent", Round(p95, 2)},    {"p5_percent", Round(p5, 2)},
+        {"mean_percent", Round(mean, 2)},  {"window_values", scratch_.size()},
+        {"window_start_ns", start},        {"window_end_ns", end},
+        {"values_seen", g.recent.count()}, {"threshold_p95", p95_threshold_},
+        {"threshold_p5", p5_threshold_},   {"kind", low ? "underutilized" : "fluctuating"}};
     if (low) {
       Emit(MakeFinding(Severity::kWarning, node, key.device, start, end,
                        key.device + " on " + node +
@@ -275,9 +283,11 @@ class BatchSizeRule : public Rule {
     const double cpu = stats::QuantileInPlace(scratch_, 0.95);
     for (auto& [index, g] : n.gpus) {
       bool violating = false;
-      double util = 0, mem = 0;
+      double util = 0, mem = 0, util_mean = 0;
       if (cpu < cpu_p95_ && g.util.size() > 0 && g.mem.size() > 0) {
         g.util.Copy(&scratch_);
+        for (double v : scratch_) util_mean += v;
+        if (!scratch_.empty()) util_mean /= static_cast<double>(scratch_.size());
         util = stats::QuantileInPlace(scratch_, 0.95);
         g.mem.Copy(&scratch_);
         mem = stats::QuantileInPlace(scratch_, 0.95);
@@ -297,6 +307,7 @@ class BatchSizeRule : public Rule {
           "and compute, or run on a smaller / cheaper instance.",
           {{"cpu_p95_percent", Round(cpu, 2)},
            {"gpu_p95_percent", Round(util, 2)},
+           {"gpu_mean_percent", Round(util_mean, 2)},
            {"gpu_memory_p95_percent", Round(mem, 2)},
            {"window_start_ns", start},
            {"window_end_ns", end},

@@ -1,0 +1,231 @@
+// The rules' findings with their cost impact, end to end: real rules evaluated on a run written
+// with the real store writer, priced from the shipped catalog by `trainprof rules`, the report
+// and `record`'s end of run. Expected dollars are worked out by hand from data/catalog.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/time.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "cli/report_providers.h"
+#include "store/run_directory.h"
+
+namespace trainprof::cli {
+namespace {
+
+constexpr int64_t kT0 = 1793491200LL * kNanosPerSecond;  // 2026-11-01T00:00:00Z
+constexpr double kCent = 0.005;
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/trainprof_rules_cost_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+int64_t At(double s) { return kT0 + static_cast<int64_t>(s * 1e9); }
+
+// algo-1, 2 h, 4 GPUs sampled every second from 1 s to 1500 s: gpu1 at 20 %, the others at 90 %.
+// LowGPUUtilization (window 500, patience 1000) judges gpu1 on values 1001..1500.
+std::string WriteRun(const std::string& dir, const std::string& instance_type) {
+  model::RunMetadata m;
+  m.run_id = "gpu-run";
+  m.name = "gpu";
+  m.start_ns = kT0;
+  m.end_ns = At(7200);
+  m.source = "import smdebug";
+  m.instance_type = instance_type;
+  EXPECT_TRUE(store::WriteRunMetadata(dir, m).ok());
+  model::NodeInfo n;
+  n.node = "algo-1";
+  auto w = store::OpenNodeWriter(dir, n);
+  EXPECT_TRUE(w.ok());
+  for (int g = 0; g < 4; ++g) {
+    auto s = (*w)->Series("gpu_utilization_ratio", "gpu" + std::to_string(g));
+    for (int i = 1; i <= 1500; ++i) (*w)->Append(s, At(i), g == 1 ? 0.2 : 0.9);
+  }
+  EXPECT_TRUE((*w)->Close().ok());
+  return dir;
+}
+
+RulesOptions Options(const std::string& run) {
+  RulesOptions o;
+  o.run = run;
+  o.json = true;
+  return o;
+}
+
+const nlohmann::json* OnlyFinding(const nlohmann::json& j, const std::string& rule) {
+  for (const auto& r : j["rules"]) {
+    if (r["name"] == rule && r["findings"].size() == 1) return &r["findings"][0];
+  }
+  return nullptr;
+}
+
+TEST(RulesCostTest, LowGpuUtilizationFindingInDollars) {
+  std::string run = WriteRun(TempDir() + "/run", "ml.p3.8xlarge");
+  std::ostringstream out;
+  ASSERT_TRUE(RunRules(Options(run), out).ok()) << out.str();
+  auto j = nlohmann::json::parse(out.str());
+  const nlohmann::json* f = OnlyFinding(j, "LowGPUUtilization");
+  ASSERT_NE(f, nullptr) << out.str();
+  EXPECT_EQ((*f)["device"], "gpu1");
+  EXPECT_EQ((*f)["start_ns"], At(1001));
+  EXPECT_EQ((*f)["end_ns"], At(1500));
+  // ml.p3.8xlarge 14.688 $/h / 4 GPUs = 3.672 $/h per GPU; the window is 499 s at 20 %:
+  // 3.672 x 499 / 3600 x 0.8 = 0.407184 -> $0.41.
+  ASSERT_TRUE((*f)["cost_usd"].is_number()) << f->dump();
+  EXPECT_NEAR((*f)["cost_usd"].get<double>(), 0.41, kCent);
+  EXPECT_NEAR((*f)["cost_usd"].get<double>(), 0.407184, 1e-9);
+  const std::string basis = (*f)["cost_basis"];
+  EXPECT_NE(basis.find("$14.688/h"), std::string::npos) << basis;
+  EXPECT_NE(basis.find("as of 2021-11-29"), std::string::npos) << basis;
+  EXPECT_NE(basis.find("idle share 80.0 %"), std::string::npos) << basis;
+  // Every finding carries the fields, priced or not.
+  for (const auto& r : j["rules"]) {
+    for (const auto& x : r["findings"]) {
+      EXPECT_TRUE(x.contains("cost_usd"));
+      EXPECT_TRUE(x.contains("cost_basis"));
+    }
+  }
+  // The text output shows it.
+  RulesOptions text = Options(run);
+  text.json = false;
+  std::ostringstream t;
+  ASSERT_TRUE(RunRules(text, t).ok());
+  EXPECT_NE(t.str().find("cost impact: ≈ $0.41 (gpu1 idle share 80.0 %"), std::string::npos)
+      << t.str();
+}
+
+// The evidence the real rules write is what the prices read: CPUBottleneck (a core at 95 %
+// while the 4 GPUs idle at 5 %, 1200 samples 1 s apart) and DataLoaderStarvation (60 steps of
+// 1 s, each waiting 0.5 s for data, rank 0 alone on the node).
+TEST(RulesCostTest, RealRuleEvidenceIsPriced) {
+  std::string dir = TempDir() + "/run";
+  model::RunMetadata m;
+  m.run_id = "bottleneck";
+  m.start_ns = kT0;
+  m.end_ns = At(7200);
+  m.instance_type = "ml.p3.8xlarge";
+  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
+  model::NodeInfo n;
+  n.node = "algo-1";
+  auto w = store::OpenNodeWriter(dir, n);
+  ASSERT_TRUE(w.ok());
+  auto cpu = (*w)->Series("cpu_utilization_ratio", "cpu0");
+  for (int i = 1; i <= 1200; ++i) (*w)->Append(cpu, At(i), 0.95);
+  for (int g = 0; g < 4; ++g) {
+    auto s = (*w)->Series("gpu_utilization_ratio", "gpu" + std::to_string(g));
+    for (int i = 1; i <= 1200; ++i) (*w)->Append(s, At(i), 0.05);
+  }
+  for (int i = 0; i < 60; ++i) {
+    auto span = [&](const char* name, const char* category, double start, double dur) {
+      model::Event e;
+      e.name = name;
+      e.category = category;
+      e.start_ns = At(start);
+      e.duration_ns = At(start + dur) - At(start);
+      e.mode = "train";
+      e.step = i;
+      e.rank = 0;
+      e.pid = 100;
+      e.tid = 100;
+      (*w)->AppendEvent(std::move(e));
+    };
+    span("step", model::kCategoryStep, 2000 + i, 1);
+    span("data_wait", model::kCategoryDataWait, 2000 + i, 0.5);
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+
+  std::ostringstream out;
+  ASSERT_TRUE(RunRules(Options(dir), out).ok()) << out.str();
+  auto j = nlohmann::json::parse(out.str());
+  // CPUBottleneck fires after patience (1000 samples), at the 1001st: 1001 samples x 4 idle
+  // GPUs = 4004 GPU-samples, 1 s apart -> 4004 GPU-s x 3.672 $/h / 3600 = 4.08408 -> $4.08.
+  const nlohmann::json* c = OnlyFinding(j, "CPUBottleneck");
+  ASSERT_NE(c, nullptr) << out.str();
+  EXPECT_EQ((*c)["evidence"]["idle_gpu_samples"], 4004);
+  EXPECT_NEAR((*c)["cost_usd"].get<double>(), 4.08, kCent);
+  EXPECT_NEAR((*c)["cost_usd"].get<double>(), 4004 * 3.672 / 3600, 1e-9);
+  // DataLoaderStarvation: steps 5..54 after the 5 warm-up steps: 50 x 0.5 s = 25 s of the whole
+  // instance (one rank): 25 x (14.688 + 30 x 0.14 / 730) / 3600 = 0.102040 -> $0.10.
+  const nlohmann::json* d = OnlyFinding(j, "DataLoaderStarvation");
+  ASSERT_NE(d, nullptr) << out.str();
+  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 0.10, kCent);
+  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 25 * (14.688 + 30 * 0.14 / 730) / 3600, 1e-6);
+  EXPECT_NE((*d)["cost_basis"].get<std::string>().find("the only rank on the node"),
+            std::string::npos);
+}
+
+TEST(RulesCostTest, WithoutAPriceTheCostIsAbsentAndSaysWhy) {
+  std::string run = WriteRun(TempDir() + "/run", "");
+  std::ostringstream out;
+  ASSERT_TRUE(RunRules(Options(run), out).ok()) << out.str();
+  auto j = nlohmann::json::parse(out.str());
+  const nlohmann::json* f = OnlyFinding(j, "LowGPUUtilization");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE((*f)["cost_usd"].is_null());
+  const std::string basis = (*f)["cost_basis"];
+  EXPECT_NE(basis.find("no price: no instance type for node 'algo-1'"), std::string::npos) << basis;
+  EXPECT_NE(basis.find("--instance-type"), std::string::npos) << basis;
+
+  // --instance-type prices it; --price-usd-per-hour overrides the catalog's price:
+  // 10 $/h / 4 GPUs = 2.5 $/h; 2.5 x 499 / 3600 x 0.8 = 0.277222 -> $0.28.
+  RulesOptions o = Options(run);
+  o.pricing.instance_type = "ml.p3.8xlarge";
+  o.pricing.price_usd_per_hour = 10;
+  std::ostringstream priced;
+  ASSERT_TRUE(RunRules(o, priced).ok()) << priced.str();
+  auto p = nlohmann::json::parse(priced.str());
+  f = OnlyFinding(p, "LowGPUUtilization");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR((*f)["cost_usd"].get<double>(), 0.28, kCent);
+  EXPECT_NE((*f)["cost_basis"].get<std::string>().find("--price-usd-per-hour"), std::string::npos);
+  // Bad pricing options are refused by name; the options parse through Main.
+  o.pricing.price_usd_per_hour = -1;
+  std::ostringstream bad;
+  Status s = RunRules(o, bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--price-usd-per-hour"), std::string::npos);
+  o.pricing.price_usd_per_hour = 10;
+  o.pricing.catalog = TempDir() + "/missing.csv";
+  s = RunRules(o, bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("missing.csv"), std::string::npos) << s.message();
+  EXPECT_EQ(Main({"trainprof", "rules", run, "--json", "--instance-type", "ml.p3.8xlarge",
+                  "--price-usd-per-hour", "10", "--rule", "LowGPUUtilization.window=500"}),
+            kExitOk);
+}
+
+TEST(RulesCostTest, ReportFindingsCarryTheirCost) {
+  std::string run = WriteRun(TempDir() + "/run", "ml.p3.8xlarge");
+  // `record`'s end of run: rules (stored), cost, the rules that fired with their cost impact,
+  // and the report with the cost of each finding.
+  std::ostringstream summary;
+  FinishRecordedRun(run, summary);
+  EXPECT_NE(summary.str().find("rule LowGPUUtilization fired"), std::string::npos) << summary.str();
+  EXPECT_NE(summary.str().find("cost impact ≈ $0.41 (gpu1 idle share"), std::string::npos)
+      << summary.str();
+  std::ifstream in(run + "/report.json");
+  auto j = nlohmann::json::parse(in);
+  bool found = false;
+  for (const auto& r : j["rules"]["rules"]) {
+    for (const auto& f : r["findings"]) {
+      if (f["rule"] != "LowGPUUtilization") continue;
+      found = true;
+      EXPECT_NEAR(f["cost_usd"].get<double>(), 0.407184, 1e-9);
+      EXPECT_NE(f["cost_basis"].get<std::string>().find("2021-11-29"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(found) << j["rules"].dump();
+  std::ifstream html(run + "/report.html");
+  std::stringstream page;
+  page << html.rdbuf();
+  EXPECT_NE(page.str().find("Cost impact: ≈ $0.41"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainprof::cli
