@@ -58,6 +58,8 @@ struct RulesOptions {
   bool store = false;                  // write the findings into the run
   bool run_actions = false;            // run configured command / webhook actions
   bool list = false;                   // list the rules instead
+  std::vector<std::string> custom;     // --custom FILE: Python custom rules (cli/custom_rules.h)
+  std::string python;                  // --python: the interpreter for the custom rules
 };
 Status RunRules(const RulesOptions& options, std::ostream& out);
 

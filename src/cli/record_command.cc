@@ -8,6 +8,7 @@
 #include "agent/node_agent.h"
 #include "agent/record.h"
 #include "cli/command.h"
+#include "cli/custom_rules.h"
 #include "cli/report_providers.h"
 
 namespace trainprof::cli {
@@ -30,7 +31,8 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--interval", opts->interval, kIntervalHelp);
   cmd->add_option("--instance-type", opts->instance_type,
                   "Instance type, stored for cost (e.g. ml.p3.8xlarge)");
-  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)");
+  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--node", opts->node, "This node's name in the run (default: host name)");
   cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
   cmd->add_flag("--no-auto", opts->no_auto,
@@ -44,8 +46,19 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                 "Allow --prometheus on a non-loopback address");
   cmd->footer("Usage: trainprof record [OPTIONS] -- CMD [ARGS...]");
   cmd->add_option("command", opts->command, "The command to run, after --")->required();
-  opts->on_finished = [](const std::string& run_dir, std::ostream& out) {
-    FinishRecordedRun(run_dir, out);
+  auto custom = std::make_shared<CustomRulesOptions>();
+  cmd->add_option("--custom-rule", custom->files,
+                  "Python file with custom rules (trainprof.rules.Rule subclasses), evaluated "
+                  "when the command ends; their findings are stored in the run (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--custom-rule-param", custom->overrides,
+                  "Override a custom rule's parameter: NAME.param=value (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--python", custom->python,
+                  "Python interpreter for --custom-rule (default: $TRAINPROF_PYTHON, the "
+                  "package's environment, python3)");
+  opts->on_finished = [custom](const std::string& run_dir, std::ostream& out) {
+    FinishRecordedRun(run_dir, out, *custom);
   };
   cmd->callback([opts, action] {
     action->run = [opts, action]() -> Status {
@@ -69,7 +82,8 @@ void AddAgentCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--cgroup", opts->cgroup, "Watch this cgroup v2 directory");
   cmd->add_option("--interval", opts->interval, kIntervalHelp);
   cmd->add_option("--instance-type", opts->instance_type, "Instance type, stored for cost");
-  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)");
+  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,

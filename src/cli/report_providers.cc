@@ -128,7 +128,8 @@ void UseAnalyses(report::BuildOptions* build) {
   build->cost = CostAdvisorProvider();
 }
 
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out) {
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out,
+                       const CustomRulesOptions& custom) {
   auto reader = store::RunReader::Open(run_dir);
   if (!reader.ok()) {
     out << "trainprof: warning: cannot analyse the run: " << reader.status().message() << "\n";
@@ -139,7 +140,27 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out) {
   if (engine.ok()) {
     std::vector<model::Finding> findings;
     int fired = 0;
-    for (const auto& r : (*engine)->Results()) {
+    std::vector<analyze::rules::RuleResult> results = (*engine)->Results();
+    if (!custom.files.empty()) {
+      auto outcome = RunCustomRules(run_dir, custom);
+      if (outcome.ok()) {
+        for (const std::string& e : outcome->errors) out << "trainprof: warning: " << e << "\n";
+        for (auto& r : outcome->results) {
+          bool builtin = false;
+          for (const auto& b : results) builtin |= b.name == r.name;
+          if (builtin) {
+            out << "trainprof: warning: custom rule " << r.name
+                << " has the name of a built-in rule; not used\n";
+            continue;
+          }
+          results.push_back(std::move(r));
+        }
+      } else {
+        out << "trainprof: warning: custom rules not evaluated: " << outcome.status().message()
+            << "\n";
+      }
+    }
+    for (const auto& r : results) {
       findings.insert(findings.end(), r.findings.begin(), r.findings.end());
       if (!r.triggered) continue;
       ++fired;

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <string>
 
+#include "cli/custom_rules.h"
 #include "report/report_model.h"
 
 namespace trainprof::cli {
@@ -20,7 +21,10 @@ void UseAnalyses(report::BuildOptions* build);
 
 // After `record`: evaluate the rules (storing their findings in the run and printing the ones
 // that fired), print the cost summary, and write report.html / report.json into the run.
+// Custom Python rules (`record --custom-rule`) run after the built-in ones; their findings are
+// stored too and a failing custom rule is a warning.
 // Problems are printed as warnings; nothing here can change the recorded command's exit code.
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out);
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out,
+                       const CustomRulesOptions& custom = {});
 
 }  // namespace trainprof::cli
