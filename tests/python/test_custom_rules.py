@@ -323,3 +323,29 @@ def test_record_custom_rule_stores_findings(tmp_path, trainprof_cli):
 
     report = json.loads((run_dir / "report.json").read_text())
     assert "TreeMemoryAbove" in json.dumps(report)
+
+
+def test_record_with_a_missing_interpreter_warns_and_keeps_the_exit_status(tmp_path,
+                                                                           trainprof_cli):
+    proc = subprocess.run([*trainprof_cli, "record", "--out", str(tmp_path / "run"), "--no-gpu",
+                           "--custom-rule", str(EXAMPLE), "--python", "/nonexistent/python3",
+                           "--", sys.executable, "-c", "raise SystemExit(4)"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stderr
+    assert "warning: custom rules not evaluated: cannot run the Python interpreter " \
+           "'/nonexistent/python3'" in proc.stderr
+
+
+def test_cli_rules_store_writes_custom_findings_once(tmp_path, trainprof_cli):
+    run_dir = write_run(tmp_path / "r")
+    cmd = [*trainprof_cli, "rules", str(run_dir), "--custom", str(EXAMPLE), "--store", "--json"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    stored = [f for f in trainprof.open(run_dir).findings() if f.rule == "SlowSteps"]
+    assert len(stored) == 1 and stored[0].evidence["slow_steps"] == [3, 7]
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert json.loads(again.stdout)["stored_findings"] == 0  # already there
+    # Evaluated again with --custom: one fresh entry, not the stored one beside it.
+    names = [e["name"] for e in json.loads(again.stdout)["rules"]]
+    assert names.count("SlowSteps") == 1
+    assert {e["name"]: e for e in json.loads(again.stdout)["rules"]}["SlowSteps"]["details"] == {}
