@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -92,7 +93,7 @@ def evaluate(run_dir: str, files: list[str], overrides: dict[str, dict]) -> dict
         file = str(Path(path).resolve())
         try:
             classes = load_rules(path)
-        except Exception as e:  # noqa: BLE001 - any failure of user code is reported, not raised
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - user code fails: report it
             errors.append({"file": path, "rule": None,
                            "error": f"cannot load the file: {_error_text(e, file)}"})
             continue
@@ -112,7 +113,7 @@ def evaluate(run_dir: str, files: list[str], overrides: dict[str, dict]) -> dict
                 entries.append(run_rule(rule, run))
             except RuleError as e:
                 errors.append({"file": path, "rule": name, "error": str(e)})
-            except Exception as e:  # noqa: BLE001
+            except (Exception, SystemExit) as e:  # noqa: BLE001
                 errors.append({"file": path, "rule": name, "error": _error_text(e, file)})
     for name in overrides:
         if name not in seen:
@@ -149,13 +150,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a custom rule's parameter (repeatable)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
+    # What rules print goes to stderr, also what C extensions write to fd 1: stdout carries
+    # the results (JSON) alone.
+    sys.stdout.flush()
+    saved_stdout = os.dup(1)
+    os.dup2(2, 1)
     try:
-        # What rules print goes to stderr: stdout carries the results (JSON).
         with contextlib.redirect_stdout(sys.stderr):
             result = evaluate(args.run, args.custom, parse_overrides(args.rule))
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_stdout, 1)
+        os.close(saved_stdout)
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:

@@ -161,7 +161,13 @@ def test_a_rule_that_raises_is_reported_and_the_others_still_run(tmp_path):
         class Fine(Rule):
             def evaluate(self, run):
                 print("a rule may print")  # goes to stderr, not into the JSON
+                import os
+                os.write(1, b"even to fd 1\\n")
                 return [self.finding("fine", node="algo-1")]
+
+        class Exits(Rule):
+            def evaluate(self, run):
+                raise SystemExit(7)
     """)
     syntax = write_rule_file(tmp_path, "syntax.py", "class Nope(:\n")
     empty = write_rule_file(tmp_path, "empty.py", "x = 1\n")
@@ -172,9 +178,10 @@ def test_a_rule_that_raises_is_reported_and_the_others_still_run(tmp_path):
     assert proc.returncode == 1, proc.stderr
     out = json.loads(proc.stdout)
     assert [e["name"] for e in out["rules"]] == ["Fine"]
-    assert "a rule may print" in proc.stderr
+    assert "a rule may print" in proc.stderr and "even to fd 1" in proc.stderr
     errors = {(Path(e["file"]).name, e["rule"]): e["error"] for e in out["errors"]}
     assert errors[("mixed.py", "Broken")].startswith("KeyError: 'missing' (line 6, in evaluate)")
+    assert errors[("mixed.py", "Exits")] == "SystemExit: 7 (line 17, in evaluate)"
     assert errors[("syntax.py", None)].startswith("cannot load the file: SyntaxError")
     assert errors[("empty.py", None)] == "defines no subclass of trainprof.rules.Rule"
 
