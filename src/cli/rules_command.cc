@@ -202,7 +202,10 @@ void AddRulesCommand(CLI::App& app, CommandAction* action) {
   cmd->add_flag("--json", opts->json, "Print the results as JSON");
   cmd->add_option("--config", opts->config_file,
                   "Rule configuration (JSON): which rules, their parameters and actions");
-  cmd->add_option("--rule", opts->overrides, "Override a parameter: NAME.param=value (repeatable)");
+  cmd->add_option("--rule", opts->overrides,
+                  "Override a parameter of a built-in or custom rule: NAME.param=value "
+                  "(repeatable)")
+      ->allow_extra_args(false);
   cmd->add_flag("--store", opts->store, "Store the findings in the run");
   cmd->add_flag("--run-actions", opts->run_actions,
                 "Run the configured actions (command, webhook) for the findings");
