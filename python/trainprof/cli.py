@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     exe = native_executable()
     # Lets the native recorder find the Python side (startup hooks) of this installation.
     os.environ.setdefault("TRAINPROF_PYTHON_PACKAGE_DIR", str(Path(__file__).resolve().parent))
+    # The interpreter that runs custom rules (`rules --custom`, `record --custom-rule`): this one,
+    # which has trainprof installed.
+    os.environ.setdefault("TRAINPROF_PYTHON", sys.executable)
     if exe.exists() and argv is None:
         os.execv(str(exe), [str(exe), *args[1:]])
     from trainprof import _core

@@ -74,6 +74,8 @@ struct RulesOptions {
   bool run_actions = false;            // run configured command / webhook actions
   bool list = false;                   // list the rules instead
   PricingOptions pricing;              // how the findings' cost impact is priced
+  std::vector<std::string> custom;     // --custom FILE: Python custom rules (cli/custom_rules.h)
+  std::string python;                  // --python: the interpreter for the custom rules
 };
 Status RunRules(const RulesOptions& options, std::ostream& out);
 

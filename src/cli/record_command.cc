@@ -9,6 +9,7 @@
 #include "agent/record.h"
 #include "analyze/rules/config.h"
 #include "cli/command.h"
+#include "cli/custom_rules.h"
 #include "cli/live_rules.h"
 #include "cli/report_providers.h"
 
@@ -32,7 +33,8 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--interval", opts->interval, kIntervalHelp);
   cmd->add_option("--instance-type", opts->instance_type,
                   "Instance type, stored for cost (e.g. ml.p3.8xlarge)");
-  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)");
+  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--node", opts->node, "This node's name in the run (default: host name)");
   cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
   cmd->add_flag("--no-auto", opts->no_auto,
@@ -46,6 +48,17 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                 "Allow --prometheus on a non-loopback address");
   cmd->footer("Usage: trainprof record [OPTIONS] -- CMD [ARGS...]");
   cmd->add_option("command", opts->command, "The command to run, after --")->required();
+  auto custom = std::make_shared<CustomRulesOptions>();
+  cmd->add_option("--custom-rule", custom->files,
+                  "Python file with custom rules (trainprof.rules.Rule subclasses), evaluated "
+                  "when the command ends; their findings are stored in the run (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--custom-rule-param", custom->overrides,
+                  "Override a custom rule's parameter: NAME.param=value (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--python", custom->python,
+                  "Python interpreter for --custom-rule (default: $TRAINPROF_PYTHON, the "
+                  "package's environment, python3)");
   auto rules_config = std::make_shared<std::string>();
   auto live_every_s = std::make_shared<double>(5.0);
   cmd->add_option("--rules-config", *rules_config,
@@ -55,8 +68,8 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                   "Evaluate the rules while the job runs, every this many seconds (0: only at "
                   "the end)")
       ->check(CLI::Range(0.0, 3600.0));
-  cmd->callback([opts, action, rules_config, live_every_s] {
-    action->run = [opts, action, rules_config, live_every_s]() -> Status {
+  cmd->callback([opts, action, rules_config, live_every_s, custom] {
+    action->run = [opts, action, rules_config, live_every_s, custom]() -> Status {
       analyze::rules::RuleConfig config;
       if (!rules_config->empty()) {
         TP_ASSIGN_OR_RETURN(config, analyze::rules::LoadRuleConfig(*rules_config));
@@ -66,8 +79,8 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
         opts->live_period_ns = static_cast<int64_t>(*live_every_s * 1e9);
         opts->live_poll = [live](const agent::RecordOptions::LiveContext& ctx) { live->Poll(ctx); };
       }
-      opts->on_finished = [live](const std::string& run_dir, std::ostream& out) {
-        FinishRecordedRun(run_dir, out, live.get());
+      opts->on_finished = [live, custom](const std::string& run_dir, std::ostream& out) {
+        FinishRecordedRun(run_dir, out, live.get(), *custom);
       };
       StatusOr<int> code = agent::RunRecord(*opts, std::cerr);
       if (!code.ok()) return code.status();
@@ -89,7 +102,8 @@ void AddAgentCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--cgroup", opts->cgroup, "Watch this cgroup v2 directory");
   cmd->add_option("--interval", opts->interval, kIntervalHelp);
   cmd->add_option("--instance-type", opts->instance_type, "Instance type, stored for cost");
-  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)");
+  cmd->add_option("--tag", opts->tags, "key=value stored in run.json (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,

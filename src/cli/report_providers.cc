@@ -183,7 +183,8 @@ void UseAnalyses(report::BuildOptions* build) {
   build->cost = CostAdvisorProvider(shared);
 }
 
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live) {
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live,
+                       const CustomRulesOptions& custom) {
   auto reader = store::RunReader::Open(run_dir);
   if (!reader.ok()) {
     out << "trainprof: warning: cannot analyse the run: " << reader.status().message() << "\n";
@@ -203,6 +204,25 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules*
   if (evaluated != nullptr) {
     results = evaluated->Results();
     std::vector<model::Finding> findings;
+    if (!custom.files.empty()) {
+      auto outcome = RunCustomRules(run_dir, custom);
+      if (outcome.ok()) {
+        for (const std::string& e : outcome->errors) out << "trainprof: warning: " << e << "\n";
+        for (auto& r : outcome->results) {
+          bool builtin = false;
+          for (const auto& b : results) builtin |= b.name == r.name;
+          if (builtin) {
+            out << "trainprof: warning: custom rule " << r.name
+                << " has the name of a built-in rule; not used\n";
+            continue;
+          }
+          results.push_back(std::move(r));
+        }
+      } else {
+        out << "trainprof: warning: custom rules not evaluated: " << outcome.status().message()
+            << "\n";
+      }
+    }
     for (const auto& r : results)
       findings.insert(findings.end(), r.findings.begin(), r.findings.end());
     auto stored = analyze::rules::StoreFindings(**reader, findings);

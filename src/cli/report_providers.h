@@ -13,6 +13,7 @@
 #include "analyze/cost/cost_model.h"
 #include "analyze/rules/rule.h"
 #include "cli/cost_command.h"
+#include "cli/custom_rules.h"
 #include "report/report_model.h"
 #include "store/run_reader.h"
 
@@ -43,9 +44,13 @@ void UseAnalyses(report::BuildOptions* build);
 
 // After `record`: evaluate the rules (storing their findings in the run and printing the ones
 // that fired), print the cost summary, and write report.html / report.json into the run.
+// Custom Python rules (`record --custom-rule`) run after the built-in ones; their findings are
+// stored too and a failing custom rule is a warning.
 // Problems are printed as warnings; nothing here can change the recorded command's exit code.
-// With `live`, the rules it evaluated while the job ran are finished instead (same findings).
+// With `live`, the rules it evaluated while the job ran are finished instead (same findings);
+// `custom` adds Python custom rules, evaluated at the end.
 class LiveRules;
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live = nullptr);
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live = nullptr,
+                       const CustomRulesOptions& custom = {});
 
 }  // namespace trainprof::cli

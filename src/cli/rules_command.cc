@@ -3,6 +3,7 @@
 // configured actions. `trainprof rules --list` prints every rule with its parameters.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/cost_command.h"
+#include "cli/custom_rules.h"
 #include "cli/output.h"
 #include "cli/report_providers.h"
 #include "store/run_reader.h"
@@ -76,6 +78,52 @@ void PrintText(const std::vector<rules::RuleResult>& results, std::ostream& out)
   if (!any) out << "\nNo rule fired.\n";
 }
 
+// Custom rules go after the built-in ones; one named like a built-in rule is an error.
+void MergeCustomResults(std::vector<rules::RuleResult> custom, std::vector<rules::RuleResult>* all,
+                        std::vector<std::string>* errors) {
+  for (auto& r : custom) {
+    bool taken = false;
+    for (const auto& b : *all) taken |= b.name == r.name;
+    if (taken) {
+      errors->push_back("custom rule " + r.name + ": a built-in rule has that name; rename it");
+      continue;
+    }
+    all->push_back(std::move(r));
+  }
+}
+
+// Findings stored in the run by rules not evaluated here (custom rules run by `record
+// --custom-rule`, findings written live or imported) are listed too, one entry per rule, so
+// that what `record` printed can be seen again. Their details say they come from the store.
+void AddStoredOnlyRules(store::RunReader& reader, std::vector<rules::RuleResult>* results) {
+  auto stored = reader.Findings();
+  if (!stored.ok()) return;
+  const size_t evaluated = results->size();
+  for (const model::Finding& f : *stored) {
+    auto it = std::find_if(results->begin(), results->end(),
+                           [&](const rules::RuleResult& r) { return r.name == f.rule; });
+    if (it != results->end() && static_cast<size_t>(it - results->begin()) < evaluated) continue;
+    if (rules::RuleRegistry::Global().Find(f.rule).ok()) continue;  // a built-in not selected
+    if (it == results->end()) {
+      rules::RuleResult r;
+      r.name = f.rule;
+      r.triggered = true;
+      r.details = {{"source", "findings stored in the run"}};
+      results->push_back(std::move(r));
+      it = results->end() - 1;
+    }
+    it->violations += 1;
+    it->findings.push_back(f);
+  }
+}
+
+Status CustomErrorsStatus(const std::vector<std::string>& errors) {
+  if (errors.empty()) return OkStatus();
+  std::string text;
+  for (const std::string& e : errors) text += (text.empty() ? "" : "\n") + e;
+  return Internal(std::to_string(errors.size()) + " custom rule problem(s):\n" + text);
+}
+
 }  // namespace
 
 Status RunRules(const RulesOptions& options, std::ostream& out) {
@@ -85,7 +133,16 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   if (!options.config_file.empty()) {
     TP_ASSIGN_OR_RETURN(config, rules::LoadRuleConfig(options.config_file));
   }
+  // With custom rules, an override naming no built-in rule is for the custom ones.
+  CustomRulesOptions custom;
+  custom.files = options.custom;
+  custom.python = options.python;
   for (const std::string& o : options.overrides) {
+    const std::string name = o.substr(0, o.find('.'));
+    if (!custom.files.empty() && !rules::RuleRegistry::Global().Find(name).ok()) {
+      custom.overrides.push_back(o);
+      continue;
+    }
     TP_RETURN_IF_ERROR(rules::ApplyParamOverride(o, &config));
   }
   TP_RETURN_IF_ERROR(ValidatePricing(options.pricing));
@@ -97,12 +154,21 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   if (!reader.ok()) return reader.status();
   TP_ASSIGN_OR_RETURN(auto engine, rules::EvaluateRun(**reader, config));
   auto results = engine->Results();
+  std::vector<std::string> custom_errors;
+  if (!custom.files.empty()) {
+    TP_ASSIGN_OR_RETURN(CustomRulesOutcome outcome, RunCustomRules(options.run, custom));
+    custom_errors = std::move(outcome.errors);
+    MergeCustomResults(std::move(outcome.results), &results, &custom_errors);
+  }
   // Each finding's cost impact, from the cost advisor (absent, with the reason, when the run
   // cannot be priced).
   MakeFindingPricer(**reader, options.pricing).Price(&results);
   std::vector<model::Finding> findings;
   for (const auto& r : results)
     findings.insert(findings.end(), r.findings.begin(), r.findings.end());
+  // After collecting what this evaluation found: stored findings are not stored or acted on
+  // again.
+  AddStoredOnlyRules(**reader, &results);
 
   int64_t stored = -1;
   if (options.store) {
@@ -127,8 +193,9 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
       }
       j["actions"] = list;
     }
+    if (!custom_errors.empty()) j["custom_rule_errors"] = custom_errors;
     out << j.dump(2) << "\n";
-    return OkStatus();
+    return CustomErrorsStatus(custom_errors);
   }
   for (const std::string& p : (*reader)->problems()) out << "warning: " << p << "\n";
   PrintText(results, out);
@@ -137,7 +204,7 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
     out << "action " << o.action << " for " << o.rule << ": " << (o.ok ? "" : "FAILED: ")
         << o.detail << "\n";
   }
-  return OkStatus();
+  return CustomErrorsStatus(custom_errors);
 }
 
 void AddRulesCommand(CLI::App& app, CommandAction* action) {
@@ -147,10 +214,19 @@ void AddRulesCommand(CLI::App& app, CommandAction* action) {
   cmd->add_flag("--json", opts->json, "Print the results as JSON");
   cmd->add_option("--config", opts->config_file,
                   "Rule configuration (JSON): which rules, their parameters and actions");
-  cmd->add_option("--rule", opts->overrides, "Override a parameter: NAME.param=value (repeatable)");
+  cmd->add_option("--rule", opts->overrides,
+                  "Override a parameter of a built-in or custom rule: NAME.param=value "
+                  "(repeatable)")
+      ->allow_extra_args(false);
   cmd->add_flag("--store", opts->store, "Store the findings in the run");
   cmd->add_flag("--run-actions", opts->run_actions,
                 "Run the configured actions (command, webhook) for the findings");
+  cmd->add_option("--custom", opts->custom,
+                  "Python file with custom rules (trainprof.rules.Rule subclasses; repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--python", opts->python,
+                  "Python interpreter for --custom (default: $TRAINPROF_PYTHON, the package's "
+                  "environment, python3)");
   cmd->add_flag("--list", opts->list, "List the rules with their parameters and defaults");
   AddPricingOptions(cmd, &opts->pricing);
   cmd->callback([opts, action] { action->run = [opts] { return RunRules(*opts, std::cout); }; });

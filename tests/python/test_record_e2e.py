@@ -6,6 +6,7 @@ The stored series are read back with `trainprof export csv`.
 """
 
 import csv
+import json
 import os
 import re
 import signal
@@ -313,3 +314,13 @@ def test_agent_attaches_to_a_pid_and_stops_on_sigterm(trainprof_bin, tmp_path):
     import json
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["source"] == "agent" and meta["end_ns"] > meta["start_ns"]
+
+
+def test_repeatable_options_before_the_command_leave_its_arguments_alone(trainprof_bin,
+                                                                         tmp_path):
+    # `--tag k=v -- python -c ...`: each --tag takes one value, so CMD keeps its `-c`.
+    proc, run_dir = record(trainprof_bin, tmp_path, "print('ran')", "--tag", "a=b", "--tag",
+                           "c=d")
+    assert proc.returncode == 0, proc.stderr
+    assert "ran" in proc.stdout
+    assert json.loads((run_dir / "run.json").read_text())["tags"] == {"a": "b", "c": "d"}
