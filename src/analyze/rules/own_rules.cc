@@ -51,6 +51,7 @@ class StepWindowRule : public Rule {
     st.last_step = s.step;
     st.node = s.node;
     st.rank = s.rank;
+    st.pid = s.pid;
     if (st.steps >= window_) Evaluate(st);
   }
 
@@ -64,6 +65,7 @@ class StepWindowRule : public Rule {
   struct Stream {
     int64_t seen = 0, prev_end_ns = 0;
     int64_t steps = 0, start_ns = 0, end_ns = 0, first_step = 0, last_step = 0, rank = 0;
+    int64_t pid = 0;
     int32_t node = 0;
     double part_ns = 0, step_ns = 0;
     Episode episode;
@@ -109,8 +111,8 @@ class DataLoaderStarvationRule : public StepWindowRule {
     const json cores = info && info->cpu_cores ? json(*info->cpu_cores) : json(nullptr);
     const double n = static_cast<double>(st.steps);
     Emit(MakeFinding(
-        Severity::kWarning, node, "rank" + std::to_string(st.rank), st.start_ns, st.end_ns,
-        "Rank " + std::to_string(st.rank) + " on " + node + " waits for its next batch " +
+        Severity::kWarning, node, ProcessDevice(st.rank, st.pid), st.start_ns, st.end_ns,
+        ProcessLabel(st.rank, st.pid) + " on " + node + " waits for its next batch " +
             Pct(share) + " of the step time (steps " + std::to_string(st.first_step) + "-" +
             std::to_string(st.last_step) + ", threshold " + Pct(threshold_) + ")",
         "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to the "
@@ -152,8 +154,8 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
     const std::string& node = ctx().NodeName(st.node);
     const double n = static_cast<double>(st.steps);
     Emit(MakeFinding(
-        Severity::kWarning, node, "rank" + std::to_string(st.rank), st.start_ns, st.end_ns,
-        "Rank " + std::to_string(st.rank) + " on " + node + " spends " + Pct(share) +
+        Severity::kWarning, node, ProcessDevice(st.rank, st.pid), st.start_ns, st.end_ns,
+        ProcessLabel(st.rank, st.pid) + " on " + node + " spends " + Pct(share) +
             " of its time between steps (host-side gaps of " + Fixed(st.part_ns / n / 1e6) +
             " ms per step; threshold " + Pct(threshold_) + ")",
         "Work between optimizer steps leaves the GPU idle: log and compute metrics every N "
@@ -174,7 +176,11 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
 };
 
 // ---------------------------------------------------------------------------------------------
-// HostMemoryGrowth: a steady upward trend (least squares) in the training process tree's RSS.
+// HostMemoryGrowth: a steady upward trend (least squares) in the training process tree's RSS
+// during training. With steps, the trend starts `warmup_s` after the node's first step (memory
+// that grows while importing and loading is not a leak) and, at the end, is judged up to the
+// last step (memory freed or touched during teardown is not either); without steps it covers
+// every sample from `warmup_s` after the first.
 class HostMemoryGrowthRule : public Rule {
  public:
   HostMemoryGrowthRule(const RuleSpec& spec, Params params)
@@ -192,6 +198,7 @@ class HostMemoryGrowthRule : public Rule {
       if (n.first_seen_ns == 0) n.first_seen_ns = snap.ts_ns;
       if (snap.ts_ns - n.first_seen_ns < warmup_ns_) continue;  // loading, caches filling
       ++result().datapoints;
+      ++n.samples;
       if (n.trend.count() == 0) {
         n.start_ns = snap.ts_ns;
         n.first_bytes = v.value;
@@ -201,19 +208,51 @@ class HostMemoryGrowthRule : public Rule {
       if (n.clock.Due(snap.ts_ns)) Evaluate(snap.node, n, snap.ts_ns);
     }
   }
+  void OnStep(const StepRow& s) override {
+    NodeState& n = Grow(nodes_, static_cast<size_t>(s.node));
+    if (!n.step_seen) {
+      // Training began: what came before was initialisation. The warm-up counts from here.
+      n.step_seen = true;
+      n.first_seen_ns = s.start_ns;
+      n.trend = {};
+      n.at_last_step = {};
+      result().datapoints -= n.samples;
+      n.samples = 0;
+    }
+    n.at_last_step = {n.trend, n.start_ns, n.last_ns, n.last_bytes, n.samples};
+  }
   void Finalize(int64_t) override {
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i].trend.count() > 0) Evaluate(static_cast<int32_t>(i), nodes_[i], 0);
+      NodeState& n = nodes_[i];
+      if (n.step_seen) {  // judge the training loop, not its teardown
+        const int64_t after = n.samples - n.at_last_step.samples;
+        n.trend = n.at_last_step.trend;
+        n.start_ns = n.at_last_step.start_ns;
+        n.last_ns = n.at_last_step.last_ns;
+        n.last_bytes = n.at_last_step.last_bytes;
+        n.samples = n.at_last_step.samples;
+        result().datapoints -= after;
+      }
+      if (n.trend.count() > 0) Evaluate(static_cast<int32_t>(i), n, 0);
     }
   }
 
  private:
+  struct Trend {
+    stats::LinearTrend trend;
+    int64_t start_ns = 0, last_ns = 0;
+    double last_bytes = 0;
+    int64_t samples = 0;
+  };
   struct NodeState {
     stats::LinearTrend trend;
     ScanClock clock{60'000'000'000};
     int64_t first_seen_ns = 0, start_ns = 0, last_ns = 0;
     double first_bytes = 0, last_bytes = 0;
+    int64_t samples = 0;  // samples in the trend
     bool fired = false;
+    bool step_seen = false;
+    Trend at_last_step;  // the trend as it was when the last step ended
   };
   void Evaluate(int32_t node_id, NodeState& n, int64_t now_ns) {
     if (now_ns != 0) n.last_ns = now_ns;
@@ -504,8 +543,8 @@ class LongPausesRule : public Rule {
     }
     if (static_cast<int64_t>(result().findings.size()) >= max_findings_) return;
     Emit(MakeFinding(
-        Severity::kWarning, node, "rank" + std::to_string(s.rank), st.prev_end_ns, s.start_ns,
-        "Training on rank " + std::to_string(s.rank) + " of " + node + " paused " +
+        Severity::kWarning, node, ProcessDevice(s.rank, s.pid), st.prev_end_ns, s.start_ns,
+        "Training on " + ProcessLabel(s.rank, s.pid) + " of " + node + " paused " +
             Fixed(gap / kNsPerSecond) + " s between steps " + std::to_string(st.prev_step) +
             " and " + std::to_string(s.step) + (checkpoint ? " while checkpointing" : "") +
             " (mean step " + Fixed(st.stats.mean()) + " ms)",

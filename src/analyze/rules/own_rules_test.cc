@@ -89,6 +89,61 @@ TEST(HostMemoryGrowthTest, SilentOnFlatAndSawtoothMemory) {
   EXPECT_FALSE(EvaluateOne(s.Finish(), "HostMemoryGrowth").triggered);
 }
 
+TEST(DataLoaderStarvationTest, AProcessWithoutARankIsNamedByItsPid) {
+  // A job that is not distributed records no rank (missing), not rank 0.
+  Scenario s("no_rank");
+  s.Steps("n0", model::kMissing, kStart, kStart + 60 * kSec,
+          [](int64_t, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = 150 * kMs;
+            *compute = 50 * kMs;
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
+  ASSERT_TRUE(r.triggered);
+  EXPECT_EQ(r.findings[0].device, "pid1000");
+  EXPECT_EQ(r.findings[0].message.rfind("Process 1000 on n0 waits", 0), 0u) << r.findings[0].message;
+}
+
+// Real jobs (tests/python/scenarios/memory_leak.py): RSS climbs while torch is imported and
+// data loaded, then the training loop runs, then teardown frees memory. Only the training
+// loop is judged: the trend starts warmup_s after the first step and ends at the last step.
+void ImportTrainTeardown(Scenario& s, const std::string& node, double leak_bytes_per_hour) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> noise(-20e6, 20e6);
+  s.System(node, 2500, 1000, 4, 0, [&](Scenario::Tick& t) {
+    if (t.seconds < 600) {
+      t.rss_bytes = 3e9 * t.seconds / 600 + noise(rng);  // importing, loading the dataset
+    } else if (t.seconds < 2400) {
+      t.rss_bytes = 3e9 + leak_bytes_per_hour * (t.seconds - 600) / 3600 + noise(rng);
+    } else {
+      t.rss_bytes = 1e9 + noise(rng);  // teardown
+    }
+  });
+  s.Steps(node, 0, kStart + 600 * kSec, kStart + 2400 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+}
+
+TEST(HostMemoryGrowthTest, JudgesTheTrainingLoopNotImportOrTeardown) {
+  Scenario s("leak_in_training");
+  ImportTrainTeardown(s, "n0", 2.0 * (1 << 30));
+  RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth");
+  EXPECT_TRUE(r.triggered);
+  ASSERT_EQ(r.findings.size(), 1u);
+  const auto ev = Evidence(r.findings[0]);
+  EXPECT_NEAR(ev["growth_bytes_per_hour"].get<double>(), 2.0 * (1 << 30), 0.1 * (1 << 30));
+  EXPECT_GT(ev["first_bytes"].get<double>(), 3e9);  // after the import climb
+  // From warmup_s after the first step: the import climb is not part of the trend.
+  EXPECT_GE(r.findings[0].start_ns, kStart + 900 * kSec);
+}
+
+TEST(HostMemoryGrowthTest, SilentWhenOnlyImportAndTeardownMoveMemory) {
+  Scenario s("flat_training");
+  ImportTrainTeardown(s, "n0", 0);
+  RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth");
+  EXPECT_FALSE(r.triggered) << (r.findings.empty() ? "" : r.findings[0].message);
+  // samples in the judged trend: from 300 s after the first step up to the last step
+  EXPECT_NEAR(static_cast<double>(r.datapoints), 1500, 2);
+}
+
 TEST(CpuThrottlingTest, FiresOnlyWhenTheContainerIsThrottled) {
   Scenario s("throttled");
   s.System("limited", 600, 500, 4, 0, [](Scenario::Tick& t) { t.throttled = 0.4; });

@@ -124,6 +124,15 @@ T& Grow(std::vector<T>& v, size_t index) {
 
 inline bool Recorded(int64_t v) { return v != model::kMissing; }
 
+// Who a per-process finding is about. A job that is not distributed has no rank (missing):
+// findings then name the process ("pid1234" / "Process 1234"), never the missing value.
+inline std::string ProcessDevice(int64_t rank, int64_t pid) {
+  return Recorded(rank) ? "rank" + std::to_string(rank) : "pid" + std::to_string(pid);
+}
+inline std::string ProcessLabel(int64_t rank, int64_t pid) {
+  return Recorded(rank) ? "Rank " + std::to_string(rank) : "Process " + std::to_string(pid);
+}
+
 // Rules each built-in source file contributes.
 struct BuiltinRule {
   RuleSpec spec;

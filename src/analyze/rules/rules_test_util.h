@@ -115,7 +115,7 @@ class Scenario {
       e.step = step;
       e.start_ns = begin;
       e.duration_ns = dur;
-      e.pid = 1000 + rank;
+      e.pid = rank == model::kMissing ? 1000 : 1000 + rank;  // missing: not distributed
       e.tid = e.pid;
       e.rank = rank;
       w.AppendEvent(std::move(e));

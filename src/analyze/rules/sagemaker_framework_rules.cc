@@ -57,9 +57,9 @@ class StepOutlierRule : public Rule {
           st.fired = true;
           const std::string& node = ctx().NodeName(s.node);
           Emit(MakeFinding(
-              Severity::kWarning, node, "rank" + std::to_string(s.rank), st.first_ns, s.end_ns(),
-              std::to_string(st.outliers) + " " + s.mode + " steps of rank " +
-                  std::to_string(s.rank) + " on " + node + " took longer than mean + " +
+              Severity::kWarning, node, ProcessDevice(s.rank, s.pid), st.first_ns, s.end_ns(),
+              std::to_string(st.outliers) + " " + s.mode + " steps of " +
+                  ProcessLabel(s.rank, s.pid) + " on " + node + " took longer than mean + " +
                   Fixed(stddev_, 1) + " std (" + Fixed(threshold) + " ms; mean " +
                   Fixed(st.stats.mean()) + " ms)",
               "Find what the slow steps share: periodic evaluation, checkpointing or logging "
