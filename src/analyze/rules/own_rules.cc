@@ -112,8 +112,8 @@ class DataLoaderStarvationRule : public StepWindowRule {
     const double n = static_cast<double>(st.steps);
     Emit(MakeFinding(
         Severity::kWarning, node, ProcessDevice(st.rank, st.pid), st.start_ns, st.end_ns,
-        ProcessLabel(st.rank, st.pid) + " on " + node + " waits for its next batch " +
-            Pct(share) + " of the step time (steps " + std::to_string(st.first_step) + "-" +
+        ProcessLabel(st.rank, st.pid) + " on " + node + " waits for its next batch " + Pct(share) +
+            " of the step time (steps " + std::to_string(st.first_step) + "-" +
             std::to_string(st.last_step) + ", threshold " + Pct(threshold_) + ")",
         "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to the "
         "cores per GPU (this node: " +
@@ -137,8 +137,20 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
       : StepWindowRule(spec, std::move(params)),
         max_gap_ns_(this->params().Number("max_gap_s") * kNsPerSecond) {}
 
+  void OnSnapshot(const Snapshot& snap) override {
+    for (const SampleValue& v : snap.values) {
+      if (ctx().Series(v.series).kind == MetricKind::kGpuUtil) {
+        Grow(gpu_seen_, static_cast<size_t>(snap.node)) = 1;
+        return;
+      }
+    }
+  }
+
  protected:
   bool Measure(const StepRow& s, int64_t prev_end, double* part) override {
+    // Only where there is a GPU to idle: the node lists GPUs or GPU samples were seen. On a
+    // CPU-only host a gap between steps idles nothing the rule can advise about.
+    if (!HasGpu(s.node)) return false;
     if (prev_end == 0) return false;
     const double gap = static_cast<double>(s.start_ns - prev_end);
     // Overlapping steps (gap < 0) add nothing; long pauses belong to LongPauses.
@@ -172,7 +184,16 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
   }
 
  private:
+  bool HasGpu(int32_t node) {
+    if (static_cast<size_t>(node) < gpu_seen_.size() && gpu_seen_[static_cast<size_t>(node)] != 0) {
+      return true;
+    }
+    const model::NodeInfo* info = ctx().NodeInfo(node);
+    return info != nullptr && !info->gpus.empty();
+  }
+
   double max_gap_ns_;
+  std::vector<uint8_t> gpu_seen_;  // per node: GPU samples seen
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -100,7 +100,29 @@ TEST(DataLoaderStarvationTest, AProcessWithoutARankIsNamedByItsPid) {
   RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
   ASSERT_TRUE(r.triggered);
   EXPECT_EQ(r.findings[0].device, "pid1000");
-  EXPECT_EQ(r.findings[0].message.rfind("Process 1000 on n0 waits", 0), 0u) << r.findings[0].message;
+  EXPECT_EQ(r.findings[0].message.rfind("Process 1000 on n0 waits", 0), 0u)
+      << r.findings[0].message;
+}
+
+TEST(GpuIdleBetweenStepsTest, OnlyWhereThereIsAGpu) {
+  // The same host-side gaps: judged on a node with GPUs (listed, or only seen in the samples),
+  // not on a CPU-only node (tests/python/scenarios/ on a CPU host).
+  auto run = [](int gpus, bool gpu_samples) {
+    Scenario s("gaps_gpus" + std::to_string(gpus) + (gpu_samples ? "_samples" : ""));
+    s.Node("n0", 4, gpus);
+    if (gpu_samples) s.System("n0", 300, 1000, 4, 1, [](Scenario::Tick&) {});
+    s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+            [](int64_t step, int64_t*, int64_t* compute, int64_t* gap) {
+              *compute = Jitter(step, 200);
+              *gap = 80 * kMs;
+            });
+    return EvaluateOne(s.Finish(), "GPUIdleBetweenSteps");
+  };
+  EXPECT_TRUE(run(1, false).triggered);
+  EXPECT_TRUE(run(0, true).triggered);
+  RuleResult cpu_only = run(0, false);
+  EXPECT_FALSE(cpu_only.triggered);
+  EXPECT_EQ(cpu_only.datapoints, 0);
 }
 
 // Real jobs (tests/python/scenarios/memory_leak.py): RSS climbs while torch is imported and
