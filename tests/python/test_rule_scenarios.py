@@ -93,7 +93,9 @@ def test_healthy_job_fires_nothing(trainprof_bin, recorded):
     # it really was judged: steps seen by the step rules, memory samples by the memory rule
     assert frameworks(rules)["modes"]["train"]["steps"] == 200
     assert rules["StepOutlier"]["datapoints"] == 200
-    assert rules["GPUIdleBetweenSteps"]["datapoints"] > 100
+    assert rules["DataLoaderStarvation"]["datapoints"] == 0  # no DataLoader: no batch wait
+    # recorded with --no-gpu: no GPU to idle, so host-side gaps are not judged
+    assert rules["GPUIdleBetweenSteps"]["datapoints"] == 0
     assert rules["HostMemoryGrowth"]["datapoints"] > 5
     # and with the defaults as users get them
     assert fired(evaluate(trainprof_bin, recorded("healthy"))) == set()
@@ -146,10 +148,13 @@ def test_periodic_slow_steps(trainprof_bin, recorded):
     assert fired(rules) == {"StepOutlier"}, {n: rules[n]["findings"] for n in fired(rules)}
     ev = rules["StepOutlier"]["findings"][0]["evidence"]
     slow = {s["step"] for s in ev["outlier_steps"]}
-    # 12 planted slow steps after the first 100 (124, 149, ..., 399); a busy machine may add
-    # slow steps of its own, but the planted ones must all be found
+    # 12 planted slow steps after the first 100 (124, 149, ..., 399), each counted once; a
+    # busy machine may add slow steps of its own. The finding lists the outliers up to the one
+    # that made it fire (the 11th).
     planted = {n for n in range(100, 400) if n % 25 == 24}
-    assert planted <= slow
+    assert rules["StepOutlier"]["violations"] >= len(planted)
+    assert ev["outliers"] == 11
+    assert len(planted & slow) >= 9
     assert all(s["duration_ms"] >= 200 for s in ev["outlier_steps"] if s["step"] in planted)
 
 
@@ -159,11 +164,14 @@ def test_slow_start(trainprof_bin, recorded):
     rules = evaluate(trainprof_bin, run_dir, *SHORT, "--rule",
                      f"MaxInitializationTime.threshold={4 / 60}")
     assert fired(rules) == {"MaxInitializationTime"}, {n: rules[n]["findings"] for n in fired(rules)}
+    # It fires as soon as 4 s of data passed without a step (live, that is before the first
+    # step, so the finding has no first step); the details hold the measured start-up.
     ev = rules["MaxInitializationTime"]["findings"][0]["evidence"]
-    assert ev["first_step_ns"] is not None
-    assert ev["waited_ms"] >= 5000
+    assert ev["threshold_minutes"] == pytest.approx(4 / 60)
+    assert 4000 <= ev["waited_ms"]
     init_ms = rules["MaxInitializationTime"]["details"]["initialization_ms"]
-    assert init_ms == ev["waited_ms"]
+    assert init_ms >= 5000
+    assert rules["MaxInitializationTime"]["violations"] == 1
     # a threshold above the measured start-up does not fire; the default (20 min) neither
     above = evaluate(trainprof_bin, run_dir, "--rule",
                      f"MaxInitializationTime.threshold={(init_ms + 1000) / 60000}")

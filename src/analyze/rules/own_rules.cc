@@ -226,6 +226,7 @@ class HostMemoryGrowthRule : public Rule {
       }
       n.trend.Add(static_cast<double>(snap.ts_ns) / kNsPerSecond, v.value);
       n.last_bytes = v.value;
+      n.last_ns = snap.ts_ns;
       if (n.clock.Due(snap.ts_ns)) Evaluate(snap.node, n, snap.ts_ns);
     }
   }

@@ -157,6 +157,21 @@ TEST(HostMemoryGrowthTest, JudgesTheTrainingLoopNotImportOrTeardown) {
   EXPECT_GE(r.findings[0].start_ns, kStart + 900 * kSec);
 }
 
+TEST(HostMemoryGrowthTest, JudgesDataAfterTheLastScan) {
+  // The trend's end is its last sample, not the last minutely scan: a leak that lasts less
+  // than a scan interval after warm-up is judged at the end (it was not: the duration ended
+  // at the last scan).
+  Scenario s("short_leak");
+  s.System("n0", 50, 100, 2, 0,
+           [](Scenario::Tick& t) { t.rss_bytes = 4e8 + 5e7 * t.seconds; });  // +50 MB/s
+  s.Steps("n0", 0, kStart, kStart + 50 * kSec, [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth",
+                             {"HostMemoryGrowth.warmup_s=1", "HostMemoryGrowth.min_duration_s=30"});
+  EXPECT_TRUE(r.triggered);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_NEAR(Evidence(r.findings[0])["growth_bytes_per_hour"].get<double>(), 5e7 * 3600, 1e9);
+}
+
 TEST(HostMemoryGrowthTest, SilentWhenOnlyImportAndTeardownMoveMemory) {
   Scenario s("flat_training");
   ImportTrainTeardown(s, "n0", 0);
