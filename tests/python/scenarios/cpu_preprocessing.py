@@ -19,7 +19,7 @@ class AugmentedDataset(torch.utils.data.Dataset):
         return image.flatten()[:FEATURES], i % CLASSES
 
 
-workers = len(os.sched_getaffinity(0))
+workers = os.cpu_count() or 1  # the cores the Dataloader rule compares with
 loader = torch.utils.data.DataLoader(AugmentedDataset(), batch_size=8, num_workers=workers)
 model, opt = make_model()
 for x, y in loader:
