@@ -270,7 +270,11 @@ def _patch_dataloader(torch) -> None:
                 seen.add(loader)
                 index = A.loaders_seen
                 A.loaders_seen += 1
-                R.annotate(**{f"dataloader.{index}": _loader_config(loader)})
+                config = _loader_config(loader)
+                R.annotate(**{f"dataloader.{index}": config})
+                # what the Dataloader rule reads (its evidence shows the loader's settings)
+                R.record_instant("dataloader_init", "dataloader", step=None, mode="",
+                                 args=json.dumps(dict(config, loader=index)))
         except Exception as exc:  # noqa: BLE001
             warn_once("loader_config", f"could not read the DataLoader configuration: {exc}")
 
@@ -305,6 +309,40 @@ def _patch_dataloader(torch) -> None:
 
     BaseIter.__init__ = __init__
     BaseIter.__next__ = __next__
+    _patch_fetchers(torch)
+
+
+def _patch_fetchers(torch) -> None:
+    """One "dataloader" span per batch a loader process produces: in each worker process for
+    num_workers > 0 (forked workers inherit the patch, spawned ones install it at import), in
+    the training process for num_workers=0. The Dataloader rule counts the distinct processes
+    that load data in parallel from these."""
+    import importlib
+
+    fetch = importlib.import_module("torch.utils.data._utils.fetch")
+    for cls in (getattr(fetch, "_MapDatasetFetcher", None),
+                getattr(fetch, "_IterableDatasetFetcher", None)):
+        if cls is None or getattr(cls.fetch, "_trainprof", False):
+            continue
+        cls.fetch = _wrap_fetch(cls.fetch)
+
+
+def _wrap_fetch(orig):
+    def fetch(self, possibly_batched_index):
+        if not S.active:
+            return orig(self, possibly_batched_index)
+        t0 = _perf()
+        try:
+            return orig(self, possibly_batched_index)
+        finally:
+            try:
+                R.record_span("fetch", "dataloader", t0, _perf(), step=None, mode="")
+            except Exception as exc:  # noqa: BLE001
+                warn_once("fetch", f"data-loader instrumentation failed: {exc}")
+
+    fetch._trainprof = True  # type: ignore[attr-defined]
+    fetch.__wrapped__ = orig  # type: ignore[attr-defined]
+    return fetch
 
 
 # ---------------------------------------------------------------------------------------------

@@ -379,6 +379,26 @@ def _at_exit() -> None:
     stop()
 
 
+def _register_mp_finalizer(_obj=None) -> None:
+    import multiprocessing.util as mp_util
+
+    mp_util.Finalize(None, _at_exit, exitpriority=-100)
+
+
+def _flush_at_multiprocessing_exit() -> None:
+    """multiprocessing children (DataLoader workers) end with os._exit: atexit never runs there,
+    only multiprocessing's finalizers. Each child process registers one that flushes and closes
+    its store, so a worker's last events are kept."""
+    try:
+        import multiprocessing.util as mp_util
+
+        # Runs in every multiprocessing child (fork: inherited; spawn/forkserver: the startup
+        # hook registers it again) after the child cleared its inherited finalizers.
+        mp_util.register_after_fork(S, _register_mp_finalizer)
+    except Exception as exc:  # noqa: BLE001
+        warn_once("mp_finalizer", f"DataLoader workers may lose their last events: {exc}")
+
+
 def _install_process_hooks() -> None:
     global _process_hooks_installed
     if _process_hooks_installed:
@@ -386,4 +406,5 @@ def _install_process_hooks() -> None:
     _process_hooks_installed = True
     os.register_at_fork(after_in_child=_after_fork_child)
     atexit.register(_at_exit)
+    _flush_at_multiprocessing_exit()
     sys.excepthook = _excepthook(sys.excepthook)

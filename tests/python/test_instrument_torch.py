@@ -61,10 +61,25 @@ def test_gradient_accumulation_workers_and_amp(tmp_path):
     fwd = events_df(run, categories=["forward"])
     # three micro-batches, each model + loss = two outermost module calls
     assert fwd.groupby("step").size().min() == 6
-    # DataLoader workers (forked) write nothing and duplicate nothing
-    assert set(events_df(run)["pid"]) == {steps["pid"].iloc[0]}
+    # DataLoader workers (forked) record only the batches they load ("dataloader" spans, what
+    # the Dataloader rule counts) and duplicate nothing of the training process
+    ev = events_df(run)
+    main = steps["pid"].iloc[0]
+    workers = ev[ev["pid"] != main]
+    assert set(workers["category"]) == {"dataloader"} and set(workers["name"]) == {"fetch"}
+    assert workers["pid"].nunique() == 2
+    # every batch the loop took was made by a worker (flushed although workers end in os._exit)
+    waits = ev[(ev["pid"] == main) & (ev["category"] == "data_wait")]
+    assert len(workers) >= len(waits) - 1  # the last wait is the end of the epoch
     ann = {a[2]: json.loads(a[3]) for a in trainprof.open(str(run)).annotations() if a[2].startswith("dataloader.")}
     assert ann["dataloader.0"]["num_workers"] == 2 and ann["dataloader.0"]["prefetch_factor"] == 2
+    # one dataloader_init instant per loader (training and eval), with the annotation's values
+    init = ev[ev["name"] == "dataloader_init"]
+    assert set(init["pid"]) == {main} and set(init["category"]) == {"dataloader"}
+    init_args = {a["loader"]: a for a in map(json.loads, init["args"])}
+    assert len(init_args) == len(ann)
+    for i, a in init_args.items():
+        assert {k: v for k, v in a.items() if k != "loader"} == ann[f"dataloader.{i}"]
 
 
 COMPILE_SCRIPT = """

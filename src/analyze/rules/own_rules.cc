@@ -136,8 +136,20 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
       : StepWindowRule(spec, std::move(params)),
         max_gap_ns_(this->params().Number("max_gap_s") * kNsPerSecond) {}
 
+  void OnSnapshot(const Snapshot& snap) override {
+    for (const SampleValue& v : snap.values) {
+      if (ctx().Series(v.series).kind == MetricKind::kGpuUtil) {
+        Grow(gpu_seen_, static_cast<size_t>(snap.node)) = 1;
+        return;
+      }
+    }
+  }
+
  protected:
   bool Measure(const StepRow& s, int64_t prev_end, double* part) override {
+    // Only where there is a GPU to idle: the node lists GPUs or GPU samples were seen. On a
+    // CPU-only host a gap between steps idles nothing the rule can advise about.
+    if (!HasGpu(s.node)) return false;
     if (prev_end == 0) return false;
     const double gap = static_cast<double>(s.start_ns - prev_end);
     // Overlapping steps (gap < 0) add nothing; long pauses belong to LongPauses.
@@ -171,11 +183,24 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
   }
 
  private:
+  bool HasGpu(int32_t node) {
+    if (static_cast<size_t>(node) < gpu_seen_.size() && gpu_seen_[static_cast<size_t>(node)] != 0) {
+      return true;
+    }
+    const model::NodeInfo* info = ctx().NodeInfo(node);
+    return info != nullptr && !info->gpus.empty();
+  }
+
   double max_gap_ns_;
+  std::vector<uint8_t> gpu_seen_;  // per node: GPU samples seen
 };
 
 // ---------------------------------------------------------------------------------------------
-// HostMemoryGrowth: a steady upward trend (least squares) in the training process tree's RSS.
+// HostMemoryGrowth: a steady upward trend (least squares) in the training process tree's RSS
+// during training. With steps, the trend starts `warmup_s` after the node's first step (memory
+// that grows while importing and loading is not a leak) and, at the end, is judged up to the
+// last step (memory freed or touched during teardown is not either); without steps it covers
+// every sample from `warmup_s` after the first.
 class HostMemoryGrowthRule : public Rule {
  public:
   HostMemoryGrowthRule(const RuleSpec& spec, Params params)
@@ -193,28 +218,62 @@ class HostMemoryGrowthRule : public Rule {
       if (n.first_seen_ns == 0) n.first_seen_ns = snap.ts_ns;
       if (snap.ts_ns - n.first_seen_ns < warmup_ns_) continue;  // loading, caches filling
       ++result().datapoints;
+      ++n.samples;
       if (n.trend.count() == 0) {
         n.start_ns = snap.ts_ns;
         n.first_bytes = v.value;
       }
       n.trend.Add(static_cast<double>(snap.ts_ns) / kNsPerSecond, v.value);
       n.last_bytes = v.value;
+      n.last_ns = snap.ts_ns;
       if (n.clock.Due(snap.ts_ns)) Evaluate(snap.node, n, snap.ts_ns);
     }
   }
+  void OnStep(const StepRow& s) override {
+    NodeState& n = Grow(nodes_, static_cast<size_t>(s.node));
+    if (!n.step_seen) {
+      // Training began: what came before was initialisation. The warm-up counts from here.
+      n.step_seen = true;
+      n.first_seen_ns = s.start_ns;
+      n.trend = {};
+      n.at_last_step = {};
+      result().datapoints -= n.samples;
+      n.samples = 0;
+    }
+    n.at_last_step = {n.trend, n.start_ns, n.last_ns, n.last_bytes, n.samples};
+  }
   void Finalize(int64_t) override {
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i].trend.count() > 0) Evaluate(static_cast<int32_t>(i), nodes_[i], 0);
+      NodeState& n = nodes_[i];
+      if (n.step_seen) {  // judge the training loop, not its teardown
+        const int64_t after = n.samples - n.at_last_step.samples;
+        n.trend = n.at_last_step.trend;
+        n.start_ns = n.at_last_step.start_ns;
+        n.last_ns = n.at_last_step.last_ns;
+        n.last_bytes = n.at_last_step.last_bytes;
+        n.samples = n.at_last_step.samples;
+        result().datapoints -= after;
+      }
+      if (n.trend.count() > 0) Evaluate(static_cast<int32_t>(i), n, 0);
     }
   }
 
  private:
+  struct Trend {
+    stats::LinearTrend trend;
+    int64_t start_ns = 0, last_ns = 0;
+    double last_bytes = 0;
+    int64_t samples = 0;
+  };
   struct NodeState {
     stats::LinearTrend trend;
     ScanClock clock{60'000'000'000};
     int64_t first_seen_ns = 0, start_ns = 0, last_ns = 0;
     double first_bytes = 0, last_bytes = 0;
+    int64_t samples = 0;  // samples in the trend
     bool fired = false;
+    bool step_seen = false;
+    Trend at_last_step;  // the trend as it was when the last step ended
   };
   void Evaluate(int32_t node_id, NodeState& n, int64_t now_ns) {
     if (now_ns != 0) n.last_ns = now_ns;

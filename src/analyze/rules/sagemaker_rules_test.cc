@@ -276,6 +276,32 @@ TEST(DataloaderTest, TooFewParallelWorkersForTheCores) {
   EXPECT_FALSE(run(24).triggered);  // 24 >= 70 % of 32
 }
 
+TEST(DataloaderTest, NumWorkersZeroIsOneLoaderProcess) {
+  // What the PyTorch instrumentation records for DataLoader(num_workers=0)
+  // (tests/python/scenarios/slow_loader.py): a dataloader_init instant with the loader's
+  // settings and one "fetch" span per batch, all from the training process.
+  auto run = [](int cores) {
+    Scenario s("dataloader_main" + std::to_string(cores));
+    s.Node("n0", cores, 0);
+    s.Span("n0", "dataloader", "dataloader_init", kStart, 0, model::kMissing, 4242,
+           R"({"num_workers": 0, "pin_memory": false, "prefetch_factor": null, "batch_size": 8,)"
+           R"( "dataset": "SlowDataset", "loader": 0})");
+    for (int b = 0; b < 30; ++b) {
+      s.Span("n0", "dataloader", "fetch", kStart + b * 100 * kMs, 90 * kMs, model::kMissing, 4242);
+    }
+    return EvaluateOne(s.Finish(), "Dataloader", {"Dataloader.patience=1"});
+  };
+  RuleResult two = run(2);
+  EXPECT_EQ(two.datapoints, 30);
+  ASSERT_TRUE(two.triggered);  // 1 process < 70 % of 2 cores
+  auto ev = Evidence(two.findings[0]);
+  EXPECT_EQ(ev["parallel_dataloaders_median"], 1);
+  EXPECT_EQ(ev["dataloader_args"]["dataset"], "SlowDataset");
+  EXPECT_EQ(ev["dataloader_args"]["num_workers"], 0);
+  EXPECT_NEAR(ev["dataloading_time_ms_p50"].get<double>(), 90, 0.01);
+  EXPECT_FALSE(run(1).triggered);  // one core: one loader process is all it has
+}
+
 TEST(MaxInitializationTimeTest, DefectFiresAloneAndInsideProfilerReport) {
   Scenario s("slow_start");
   s.System("n0", 1800, 1000, 4, 1, [](Scenario::Tick&) {});
