@@ -7,15 +7,16 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source .venv/bin/activate
 RUN="trainprof-runs/resnet-$(date -u +%Y%m%dT%H%M%SZ)"
-trainprof record --out "$RUN" --name resnet-synthetic --instance-type ml.m5.xlarge -- \
-  python examples/train_resnet_synthetic.py --steps 40 --eval-batches 5
+trainprof record --out "$RUN" --name resnet-synthetic --instance-type ml.m5.xlarge \
+  --detail-steps 10-11 -- \
+  python examples/train_resnet_synthetic.py --steps 40 --eval-batches 5 --workers 1
 trainprof show "$RUN"
-trainprof analyze "$RUN" 2>/dev/null || true   # operator traces only when --detail-steps ran
-for cmd in rules cost; do
+for cmd in rules cost analyze; do   # analyze: the operator detail of steps 10-11
   echo; echo "== trainprof $cmd $RUN"
   trainprof "$cmd" "$RUN" || echo "(trainprof $cmd: see the message above)"
 done
+trainprof export chrome-trace "$RUN" --out "$RUN/trace.json.gz"
 if [[ -f "$RUN/report.html" ]]; then
-  echo; echo "report: $RUN/report.html"
+  echo; echo "report: $RUN/report.html   trace for Perfetto: $RUN/trace.json.gz"
 fi
 trainprof ls trainprof-runs

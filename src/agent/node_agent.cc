@@ -94,7 +94,17 @@ Status RunAgent(const AgentOptions& options, std::ostream& out) {
           ? MonotonicNowNs() + static_cast<int64_t>(options.duration_s * kNanosPerSecond)
           : 0;
   std::string stop_reason;
+  RecordOptions::LiveContext live;
+  live.run_dir = run_dir;
+  live.child = -1;  // the agent started no job: a "stop" action has nothing to signal
+  live.store_finding = [s = session.get()](model::Finding f) { s->AddFinding(std::move(f)); };
+  live.out = options.quiet ? nullptr : &out;
+  int64_t next_live_mono = MonotonicNowNs() + options.live_period_ns;
   while (stop_reason.empty()) {
+    if (options.live_poll && options.live_period_ns > 0 && MonotonicNowNs() >= next_live_mono) {
+      options.live_poll(live);
+      next_live_mono = MonotonicNowNs() + options.live_period_ns;
+    }
     timespec timeout{0, 200 * 1000 * 1000};
     siginfo_t info;
     int sig = sigtimedwait(&signals.relayed(), &info, &timeout);
@@ -125,6 +135,7 @@ Status RunAgent(const AgentOptions& options, std::ostream& out) {
     out << "trainprof agent: stopped (" << stop_reason << ")\n";
     PrintSummary(result, end_ns - start_ns, out);
   }
+  if (options.on_finished) options.on_finished(run_dir, out);
   return OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/record.h"
 #include "agent/recording_session.h"
 #include "base/status.h"
 
@@ -33,6 +34,12 @@ struct AgentOptions {
   double duration_s = 0;  // > 0: stop after this long
   bool quiet = false;
   CollectorFactory collector_factory;  // tests; empty -> collect::BuildCollectors
+  // Live work (rules) joined in by the CLI, as for `record` (record.h): `live_poll` runs on the
+  // agent's loop every `live_period_ns`; `on_finished` once the session is closed. One agent of
+  // a multi-node job should evaluate the rules (it reads every node of the run directory).
+  std::function<void(const RecordOptions::LiveContext&)> live_poll;
+  int64_t live_period_ns = 0;
+  std::function<void(const std::string& run_dir, std::ostream& out)> on_finished;
 };
 
 Status RunAgent(const AgentOptions& options, std::ostream& out);

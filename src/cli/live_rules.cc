@@ -20,10 +20,13 @@ void LiveRules::Poll(const agent::RecordOptions::LiveContext& ctx) {
     }
     eval_ = std::move(*opened);
     const pid_t child = ctx.child;
-    actions_ = std::make_unique<analyze::rules::ActionRunner>(
-        config_, [child](const model::Finding&, int64_t grace_ns) {
-          return analyze::rules::StopProcess(child, grace_ns);
-        });
+    analyze::rules::ActionRunner::StopFn stop;
+    if (child > 0) {  // never kill(-1, ...): an agent watching others' jobs has no child
+      stop = [child](const model::Finding&, int64_t grace_ns) {
+        return analyze::rules::StopProcess(child, grace_ns);
+      };
+    }
+    actions_ = std::make_unique<analyze::rules::ActionRunner>(config_, std::move(stop));
   }
   auto findings = eval_->Poll();
   if (!findings.ok()) {

@@ -109,8 +109,34 @@ void AddAgentCommand(CLI::App& app, CommandAction* action) {
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
                 "Allow --prometheus on a non-loopback address");
   cmd->add_option("--duration", opts->duration_s, "Stop after this many seconds");
-  cmd->callback(
-      [opts, action] { action->run = [opts] { return agent::RunAgent(*opts, std::cerr); }; });
+  auto rules_config = std::make_shared<std::string>();
+  auto live_every_s = std::make_shared<double>(0.0);
+  cmd->add_option(
+      "--rules-config", *rules_config,
+      "Rule configuration (JSON, as `trainprof rules --config`) for --live-rules-every");
+  cmd->add_option("--live-rules-every", *live_every_s,
+                  "Evaluate the rules over the whole run directory every this many seconds and "
+                  "once more when the agent stops (default 0: off; enable it on one node)")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->callback([opts, action, rules_config, live_every_s] {
+    action->run = [opts, rules_config, live_every_s]() -> Status {
+      if (*live_every_s > 0) {
+        analyze::rules::RuleConfig config;
+        if (!rules_config->empty()) {
+          TP_ASSIGN_OR_RETURN(config, analyze::rules::LoadRuleConfig(*rules_config));
+        }
+        auto live = std::make_shared<LiveRules>(config);
+        opts->live_period_ns = static_cast<int64_t>(*live_every_s * 1e9);
+        opts->live_poll = [live](const agent::RecordOptions::LiveContext& ctx) { live->Poll(ctx); };
+        opts->on_finished = [live](const std::string& run_dir, std::ostream& out) {
+          FinishRecordedRun(run_dir, out, live.get());
+        };
+      } else if (!rules_config->empty()) {
+        return InvalidArgument("--rules-config needs --live-rules-every on the agent");
+      }
+      return agent::RunAgent(*opts, std::cerr);
+    };
+  });
 }
 
 void AddMarkCommand(CLI::App& app, CommandAction* action) {

@@ -23,6 +23,8 @@ T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 FINDING_KEYS = {"severity", "node", "device", "start_ns", "end_ns", "message", "recommendation",
                 "evidence"}
+# `trainprof rules --json` adds each finding's cost impact (null with the reason when unpriced).
+CLI_FINDING_KEYS = FINDING_KEYS | {"cost_usd", "cost_basis"}
 ENTRY_KEYS = {"name", "triggered", "violations", "datapoints", "parameters", "findings",
               "details"}
 
@@ -225,7 +227,7 @@ def test_cli_rules_merges_custom_rules_into_the_json(tmp_path, trainprof_cli):
     for e in out["rules"]:
         assert set(e) == ENTRY_KEYS, e["name"]
         for f in e["findings"]:
-            assert set(f) == FINDING_KEYS
+            assert set(f) == CLI_FINDING_KEYS
     by_name = {e["name"]: e for e in out["rules"]}
     assert by_name["StepOutlier"]["parameters"]["stddev"] == 2  # built-in override still works
     slow = by_name["SlowSteps"]
@@ -325,7 +327,7 @@ def test_record_custom_rule_stores_findings(tmp_path, trainprof_cli):
     entry = by_name["TreeMemoryAbove"]
     assert entry["triggered"] and entry["details"]["source"] == "findings stored in the run"
     [f] = entry["findings"]
-    assert set(f) == FINDING_KEYS and f["evidence"]["peak_bytes"] > 200e6
+    assert set(f) == CLI_FINDING_KEYS and f["evidence"]["peak_bytes"] > 200e6
     assert "AlwaysBroken" not in by_name
 
     report = json.loads((run_dir / "report.json").read_text())

@@ -80,3 +80,34 @@ def test_stop_action_ends_the_job_live(tmp_path):
     assert run.metadata["exit_status"] == 143
     assert (run.metadata["end_ns"] - run.metadata["start_ns"]) / 1e9 < 60
     assert any(f.rule == "DataLoaderStarvation" for f in run.findings())
+
+
+def test_agent_evaluates_live_for_a_job_it_did_not_start(tmp_path):
+    """`trainprof agent --pid` watching a job started elsewhere (which records its own steps
+    into the same run directory) stores the live finding while the job runs."""
+    import os
+    import time
+
+    run_dir = tmp_path / "run"
+    cfg = tmp_path / "rules.json"
+    cfg.write_text(json.dumps(CONFIG))
+    job_code = textwrap.dedent("""
+        import os, sys, time
+        import trainprof
+        time.sleep(1.5)                      # the agent creates run.json first
+        assert trainprof.start(out=sys.argv[3], auto=False)
+        os.environ["TRAINPROF_RUN_DIR"] = sys.argv[3]
+    """) + textwrap.dedent(STARVED_JOB)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINPROF_")}
+    job = subprocess.Popen([sys.executable, "-c", job_code, "60", "watch", str(run_dir)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    agent = subprocess.run(
+        [*trainprof_command(), "agent", "--out", str(run_dir), "--pid", str(job.pid),
+         "--interval", "200ms", "--no-gpu", "--rules-config", str(cfg), "--live-rules-every", "1",
+         "--duration", "90"], capture_output=True, text=True, timeout=120)
+    out, err = job.communicate(timeout=30)
+    assert job.returncode == 0, err
+    assert agent.returncode == 0, agent.stderr
+    assert "finding seen while running" in out, out + err + agent.stderr
+    assert "rules evaluated live" in agent.stderr
+    assert any(f.rule == "DataLoaderStarvation" for f in trainprof.open(str(run_dir)).findings())

@@ -129,3 +129,56 @@ def test_report_pdf(report_html, tmp_path):
     subprocess.run(_trainprof() + ["report", str(run), "--pdf", str(pdf)], check=True)
     assert pdf.read_bytes()[:5] == b"%PDF-"
     assert pdf.stat().st_size > 50_000
+
+
+@pytest.fixture(scope="module")
+def recorded_report(tmp_path_factory) -> Path:
+    """The report `record` itself writes at the end of a real (CPU) ResNet training run, with a
+    DataLoader worker and operator-level detail for two steps."""
+    import sys
+
+    run = tmp_path_factory.mktemp("recorded") / "run"
+    proc = subprocess.run(
+        trainprof_command() + ["record", "--out", str(run), "--interval", "200ms", "--no-gpu",
+                               "--instance-type", "ml.m5.xlarge", "--detail-steps", "8-9", "--",
+                               sys.executable, str(REPO / "examples" / "train_resnet_synthetic.py"),
+                               "--steps", "24", "--workers", "1", "--eval-batches", "3"],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "report.html" in proc.stderr
+    return run / "report.html"
+
+
+def test_recorded_run_report_renders_in_chromium(recorded_report, browser):
+    from selenium.webdriver.common.by import By
+
+    assert recorded_report.exists() and (recorded_report.parent / "report.json").exists()
+    browser.get(recorded_report.as_uri())
+    for section in SECTIONS:
+        el = browser.find_element(By.ID, section)
+        assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text.strip(), section
+    drawn = browser.execute_script("""
+        return Array.from(document.querySelectorAll('div.chart')).map(function (div) {
+          var cs = div.querySelectorAll('canvas'), inked = 0;
+          cs.forEach(function (c) {
+            if (!c.width || !c.height) return;
+            var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            for (var i = 3; i < d.length; i += 4 * 7) if (d[i] !== 0) { inked++; if (inked > 50) break; }
+          });
+          return {id: div.id, canvases: cs.length, inked: inked, text: div.textContent.slice(0, 80)};
+        });""")
+    # System usage, the heatmap and the step-time charts of a real run all draw.
+    assert len(drawn) >= 5, drawn
+    for chart in drawn:
+        assert "could not be drawn" not in chart["text"], chart
+        assert chart["canvases"] > 0 and chart["inked"] > 50, chart
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "train_resnet_synthetic.py" in body          # the command, in the summary
+    assert "ml.m5.xlarge" in body and "$" in body        # priced from the catalog
+    assert "aten::" in body                               # operators from the detailed steps
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(1300, min(height, 12000))
+    assert browser.save_screenshot(str(ARTIFACTS / "report_recorded_run.png"))
