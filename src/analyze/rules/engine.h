@@ -84,6 +84,7 @@ class RuleEngine final : public RunContext {
   struct PendingValue {
     int64_t ts_ns;
     int32_t series;
+    int32_t rank;  // series_rank_[series], filled just before sorting (in the padding)
     double value;
   };
   struct Item;

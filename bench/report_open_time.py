@@ -1,0 +1,48 @@
+"""How long a report takes to open in headless Chromium (Debian's chromium through Selenium):
+from navigation to the load event, by which the charts' canvases exist. Run by
+bench/run_all.d/report.sh on the 24-hour report (issue 7: under 2 s).
+
+    python bench/report_open_time.py bench/out/report_bench/24h.html [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("html")
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    url = Path(args.html).resolve().as_uri()
+    times = []
+    try:
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            driver.get(url)  # returns after the load event: scripts ran, charts drawn
+            canvases = driver.execute_script("return document.querySelectorAll('div.chart canvas').length")
+            times.append(time.perf_counter() - t0)
+    finally:
+        driver.quit()
+    size_mb = Path(args.html).stat().st_size / 1e6
+    print(f"{args.html}: {size_mb:.2f} MB, {canvases} chart canvases; open to load event: "
+          f"median {statistics.median(times):.2f} s (first {times[0]:.2f} s, all "
+          f"{', '.join(f'{t:.2f}' for t in times)}); budget 2 s "
+          f"{'ok' if statistics.median(times) <= 2 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
