@@ -324,3 +324,42 @@ def test_repeatable_options_before_the_command_leave_its_arguments_alone(trainpr
     assert proc.returncode == 0, proc.stderr
     assert "ran" in proc.stdout
     assert json.loads((run_dir / "run.json").read_text())["tags"] == {"a": "b", "c": "d"}
+
+
+def test_full_disk_never_harms_the_job(trainprof_bin, tmp_path):
+    """The run directory on a 1 MiB tmpfs that the job itself fills: the job runs to its end
+    untouched (exit status 0, its output intact), each problem is logged once, and the losses
+    are counted in the summary."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        job = textwrap.dedent("""
+            import os, sys, time
+            time.sleep(1.0)
+            try:
+                with open(os.path.join(sys.argv[1], "filler.bin"), "wb") as f:
+                    while True:
+                        f.write(b"x" * 65536)
+                        f.flush()
+            except OSError as e:
+                print("job: disk full:", e.strerror, flush=True)
+            t, n = time.time(), 0
+            while time.time() - t < 3:
+                n += sum(i * i for i in range(10000))
+            print("job done", flush=True)
+        """)
+        proc = subprocess.run([trainprof_bin, "record", "--out", str(mnt / "run"), "--interval",
+                               "100ms", "--no-gpu", "--", sys.executable, "-c", job, str(mnt)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "job: disk full" in proc.stdout and "job done" in proc.stdout
+        summary = proc.stderr
+        assert re.search(r"write_errors=\d+", summary), summary
+        assert summary.count("store writes are failing (" + str(mnt / "run" / "nodes")) <= 2
+        assert "finished in" in summary and "with exit status 0" in summary
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
