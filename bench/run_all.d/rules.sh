@@ -11,3 +11,4 @@ if [[ -x .venv-bench/bin/python ]]; then
     echo "(smdebug peer: some packages failed to install)"
 fi
 python3 bench/rules_bench.py --out "$OUT" --reps 7 --smdebug-reps 3
+.venv/bin/python bench/live_rules_overhead.py --seconds 30 --reps 3
