@@ -68,6 +68,20 @@ def browser():
     driver.quit()
 
 
+def drawn_charts(browser) -> list[dict]:
+    """Per chart placeholder: its canvases and how many sampled pixels carry ink."""
+    return browser.execute_script("""
+        return Array.from(document.querySelectorAll('div.chart')).map(function (div) {
+          var cs = div.querySelectorAll('canvas'), inked = 0;
+          cs.forEach(function (c) {
+            if (!c.width || !c.height) return;
+            var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            for (var i = 3; i < d.length; i += 4 * 7) if (d[i] !== 0) { inked++; if (inked > 50) break; }
+          });
+          return {id: div.id, canvases: cs.length, inked: inked, text: div.textContent.slice(0, 80)};
+        });""")
+
+
 def test_report_renders_in_chromium(report_html, browser):
     from selenium.webdriver.common.by import By
 
@@ -80,16 +94,7 @@ def test_report_renders_in_chromium(report_html, browser):
 
     # Every chart placeholder holds a canvas with pixels on it (dygraphs and the heatmap draw on
     # canvas); none reports a drawing error.
-    drawn = browser.execute_script("""
-        return Array.from(document.querySelectorAll('div.chart')).map(function (div) {
-          var cs = div.querySelectorAll('canvas'), inked = 0;
-          cs.forEach(function (c) {
-            if (!c.width || !c.height) return;
-            var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-            for (var i = 3; i < d.length; i += 4 * 7) if (d[i] !== 0) { inked++; if (inked > 50) break; }
-          });
-          return {id: div.id, canvases: cs.length, inked: inked, text: div.textContent.slice(0, 80)};
-        });""")
+    drawn = drawn_charts(browser)
     assert len(drawn) >= 15, drawn
     for chart in drawn:
         assert chart["canvases"] > 0 and chart["inked"] > 50, chart
@@ -157,16 +162,7 @@ def test_recorded_run_report_renders_in_chromium(recorded_report, browser):
     for section in SECTIONS:
         el = browser.find_element(By.ID, section)
         assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text.strip(), section
-    drawn = browser.execute_script("""
-        return Array.from(document.querySelectorAll('div.chart')).map(function (div) {
-          var cs = div.querySelectorAll('canvas'), inked = 0;
-          cs.forEach(function (c) {
-            if (!c.width || !c.height) return;
-            var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-            for (var i = 3; i < d.length; i += 4 * 7) if (d[i] !== 0) { inked++; if (inked > 50) break; }
-          });
-          return {id: div.id, canvases: cs.length, inked: inked, text: div.textContent.slice(0, 80)};
-        });""")
+    drawn = drawn_charts(browser)
     # System usage, the heatmap and the step-time charts of a real run all draw.
     assert len(drawn) >= 5, drawn
     for chart in drawn:
