@@ -155,16 +155,31 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: store_bench OUT_DIR [--minutes M] [--smdebug-minutes M] [--repeat N]\n");
+    std::fprintf(
+        stderr,
+        "usage: store_bench OUT_DIR [--minutes M] [--smdebug-minutes M] [--repeat N] "
+        "[--read-only]\n"
+        "  --read-only: time only the C++ reader over OUT_DIR/store-bench-run written by an "
+        "earlier run\n");
     return 2;
   }
   std::string out_dir = argv[1];
   int minutes = 60, smdebug_minutes = 10, repeat = 5;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--minutes")) minutes = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--smdebug-minutes")) smdebug_minutes = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--repeat")) repeat = std::atoi(argv[i + 1]);
+  bool read_only = false;
+  for (int i = 2; i < argc; ++i) {
+    bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--read-only")) {
+      read_only = true;
+    } else if (has_value && !std::strcmp(argv[i], "--minutes")) {
+      minutes = std::atoi(argv[++i]);
+    } else if (has_value && !std::strcmp(argv[i], "--smdebug-minutes")) {
+      smdebug_minutes = std::atoi(argv[++i]);
+    } else if (has_value && !std::strcmp(argv[i], "--repeat")) {
+      repeat = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "store_bench: unknown or incomplete option %s\n", argv[i]);
+      return 2;
+    }
   }
   const int64_t interval = 100 * kNanosPerMilli;
   const int64_t ticks = minutes * 60 * kNanosPerSecond / interval;
@@ -181,6 +196,7 @@ int main(int argc, char** argv) {
   std::string run = JoinPath(out_dir, "store-bench-run");
   int64_t store_bytes = 0;
   for (int64_t flush_every : {int64_t{10}, int64_t{600}}) {
+    if (read_only) break;
     std::vector<double> write_rates;
     for (int r = 0; r < std::max(1, repeat / 2); ++r) {
       (void)std::system(("rm -rf '" + run + "'").c_str());
@@ -217,8 +233,9 @@ int main(int argc, char** argv) {
         Median(write_rates) / (static_cast<double>(data.size()) * 10));
   }
   double bytes_per_value = static_cast<double>(store_bytes) / static_cast<double>(total_values);
-  std::printf("stored size: %.2f MiB = %.3f bytes/value (target <= 2; smdebug JSON ~100)\n",
-              static_cast<double>(store_bytes) / 1048576.0, bytes_per_value);
+  if (!read_only)
+    std::printf("stored size: %.2f MiB = %.3f bytes/value (target <= 2; smdebug JSON ~100)\n",
+                static_cast<double>(store_bytes) / 1048576.0, bytes_per_value);
 
   std::vector<double> read_rates;
   for (int r = 0; r < repeat; ++r) {
@@ -240,7 +257,7 @@ int main(int argc, char** argv) {
       Median(read_rates) / 1e6, Median(read_rates) / 0.27e6);
 
   // The same samples in smdebug's format, for the peer measurement.
-  if (smdebug_minutes > 0) {
+  if (smdebug_minutes > 0 && !read_only) {
     std::string dir = JoinPath(out_dir, "smdebug-profiler-output/system/incremental");
     int64_t sm_ticks = std::min<int64_t>(ticks, smdebug_minutes * 600);
     int64_t sm_values = 0;

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 namespace trainprof::store {
 namespace {
@@ -126,17 +127,29 @@ std::string ZstdCompress(std::string_view raw, int level) {
   return out;
 }
 
-StatusOr<std::string> ZstdDecompress(std::string_view compressed, size_t max_bytes) {
+Status ZstdDecompressInto(std::string_view compressed, size_t max_bytes, std::string* out) {
   unsigned long long size = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
   if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
     return DataLoss("not a zstd frame with a known size");
   }
   if (size > max_bytes) return DataLoss("zstd frame claims " + std::to_string(size) + " bytes");
-  std::string out(static_cast<size_t>(size), '\0');
-  size_t n = ZSTD_decompress(out.data(), out.size(), compressed.data(), compressed.size());
+  // One decompression context per thread: ZSTD_decompress would allocate and free one per chunk.
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                       ZSTD_freeDCtx);
+  if (!dctx) return Internal("zstd: cannot create a decompression context");
+  out->resize(static_cast<size_t>(size));
+  size_t n = ZSTD_decompressDCtx(dctx.get(), out->data(), out->size(), compressed.data(),
+                                 compressed.size());
   if (ZSTD_isError(n) || n != size) {
+    out->clear();
     return DataLoss(std::string("zstd: ") + (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
   }
+  return OkStatus();
+}
+
+StatusOr<std::string> ZstdDecompress(std::string_view compressed, size_t max_bytes) {
+  std::string out;
+  TP_RETURN_IF_ERROR(ZstdDecompressInto(compressed, max_bytes, &out));
   return out;
 }
 
@@ -196,8 +209,10 @@ std::string EncodeMetricChunk(std::span<const int64_t> ts_ns, std::span<const do
 
 Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vector<int64_t>* ts_ns,
                          std::vector<double>* values) {
-  // A varint timestamp and value take at most 20 bytes; anything larger is corrupt.
-  TP_ASSIGN_OR_RETURN(std::string raw, ZstdDecompress(blob, 32 + expected_count * 20));
+  // A varint timestamp and value take at most 20 bytes; anything larger is corrupt. The buffer
+  // is kept per thread: a read decodes thousands of chunks of similar size.
+  thread_local std::string raw;
+  TP_RETURN_IF_ERROR(ZstdDecompressInto(blob, 32 + expected_count * 20, &raw));
   ByteReader r(raw);
   uint8_t version = r.Byte();
   if (version != kMetricChunkVersion) {

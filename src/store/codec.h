@@ -33,6 +33,7 @@ class ByteReader {
                    reinterpret_cast<const uint8_t*>(s.data()) + s.size()) {}
 
   uint64_t Varint() {
+    if (p_ != end_ && *p_ < 0x80) return *p_++;  // most deltas fit one byte
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (p_ == end_) {
@@ -75,6 +76,8 @@ class ByteReader {
 std::string ZstdCompress(std::string_view raw, int level);
 // Refuses frames that claim more than `max_bytes` decompressed (corrupt sizes).
 StatusOr<std::string> ZstdDecompress(std::string_view compressed, size_t max_bytes);
+// The same into `out`, reusing its capacity.
+Status ZstdDecompressInto(std::string_view compressed, size_t max_bytes, std::string* out);
 
 // How a metric chunk stores its values; chosen per chunk by the encoder.
 enum class ValueEncoding : uint8_t {

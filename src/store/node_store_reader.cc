@@ -123,10 +123,31 @@ Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
 
   // One read transaction for all series: a consistent snapshot even while the writer seals.
   TP_RETURN_IF_ERROR(db_->Exec("BEGIN"));
+  // Size the columns once from the chunk counts (index only, no blobs read): growing them chunk
+  // by chunk copied every value about twice and cost a third of the read.
+  {
+    TP_ASSIGN_OR_RETURN(SqliteStmt counts,
+                        db_->Prepare("SELECT SUM(count) FROM metric_chunks WHERE series_id = ? AND "
+                                     "last_ns >= ? AND first_ns < ?"));
+    size_t expected = 0;
+    for (const Wanted& w : wanted) {
+      counts.Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
+      if (counts.Step(&status))
+        expected += static_cast<size_t>(std::max<int64_t>(0, counts.Int(0)));
+      counts.Reset();
+    }
+    status = OkStatus();  // only a size hint
+    size_t total = out->value.size() + expected;
+    out->timestamp_ns.reserve(total);
+    out->value.reserve(total);
+    out->node.reserve(total);
+    out->metric.reserve(total);
+    out->device.reserve(total);
+  }
   TP_ASSIGN_OR_RETURN(
       SqliteStmt chunks,
-      db_->Prepare("SELECT id, count, data FROM metric_chunks WHERE series_id = ? AND last_ns >= ? "
-                   "AND first_ns < ? ORDER BY first_ns"));
+      db_->Prepare("SELECT id, count, data, first_ns, last_ns FROM metric_chunks WHERE "
+                   "series_id = ? AND last_ns >= ? AND first_ns < ? ORDER BY first_ns"));
   for (const Wanted& w : wanted) {
     chunks.Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
     size_t series_begin = out->value.size();
@@ -140,6 +161,7 @@ Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
         continue;
       }
       // Trim to the window; only the boundary chunks have anything to drop.
+      if (chunks.Int(3) >= query.start_ns && chunks.Int(4) < query.end_ns) continue;
       const int64_t* ts = out->timestamp_ns.data();
       size_t keep = before;
       for (size_t i = before; i < out->value.size(); ++i) {
