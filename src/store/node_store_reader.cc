@@ -314,4 +314,14 @@ StatusOr<int64_t> NodeStoreReader::EventCount() {
   return n;
 }
 
+StatusOr<std::pair<int64_t, int64_t>> NodeStoreReader::EventGeneration() {
+  TP_ASSIGN_OR_RETURN(SqliteStmt stmt,
+                      db_->Prepare("SELECT coalesce(max(id), 0), count(*) FROM event_chunks"));
+  Status status;
+  std::pair<int64_t, int64_t> g{0, 0};
+  if (stmt.Step(&status)) g = {stmt.Int(0), stmt.Int(1)};
+  TP_RETURN_IF_ERROR(status);
+  return g;
+}
+
 }  // namespace trainprof::store

@@ -58,6 +58,9 @@ class NodeStoreReader {
   // Latest sample or event end in the store; nullopt when it holds none.
   StatusOr<std::optional<int64_t>> LatestTimestampNs();
   StatusOr<int64_t> EventCount();
+  // Changes whenever event chunks are added or replaced (the largest chunk id and the number
+  // of chunks): lets a reader keep what it derived from the events until they change.
+  StatusOr<std::pair<int64_t, int64_t>> EventGeneration();
 
  private:
   NodeStoreReader(std::unique_ptr<SqliteDb> db, std::string path)

@@ -177,11 +177,29 @@ StepTable BuildSteps(const EventTable& events) {
 }
 
 StatusOr<StepTable> RunReader::Steps() {
+  std::map<std::string, std::pair<int64_t, int64_t>> generation;
+  bool known = true;
+  for (auto& [path, node] : nodes_) {
+    auto g = node->EventGeneration();
+    if (!g.ok()) {
+      known = false;  // read the events and let that report the problem
+      break;
+    }
+    generation[path] = *g;
+  }
+  if (known && steps_cache_ && generation == steps_generation_) return *steps_cache_;
   EventQuery query;
   query.categories = {model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
                       model::kCategoryBackward, model::kCategoryOptimizer};
   TP_ASSIGN_OR_RETURN(EventTable events, Events(query));
-  return BuildSteps(events);
+  StepTable steps = BuildSteps(events);
+  if (known) {
+    steps_cache_ = steps;
+    steps_generation_ = std::move(generation);
+  } else {
+    steps_cache_.reset();
+  }
+  return steps;
 }
 
 StatusOr<std::vector<model::Finding>> RunReader::Findings() {

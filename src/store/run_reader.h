@@ -47,6 +47,8 @@ class RunReader {
   StatusOr<EventTable> Events(const EventQuery& query);
   // Events in chunks written since `cursor` (updated), for incremental tailing.
   StatusOr<EventTable> EventsSince(EventCursor* cursor, const EventQuery& query = {});
+  // Derived from the step and step-part events; kept until the stores' events change, so the
+  // rules and the cost model of one command share one read.
   StatusOr<StepTable> Steps();
   StatusOr<std::vector<model::Finding>> Findings();
   StatusOr<std::vector<NodeSeries>> ListSeries();
@@ -67,6 +69,9 @@ class RunReader {
   std::vector<std::string> failed_nodes_;  // store paths that could not be opened
   std::vector<std::string> problems_;
   int64_t corrupt_chunks_seen_ = 0;
+  // Steps() of the event generation (store path -> EventGeneration()) it was built from.
+  std::optional<StepTable> steps_cache_;
+  std::map<std::string, std::pair<int64_t, int64_t>> steps_generation_;
 };
 
 // Turns events into one row per step: a "step" span gives the step's start and duration; the

@@ -156,6 +156,45 @@ TEST(RunReaderTest, TailsNewEventsIncrementally) {
   EXPECT_EQ(**latest, kT0 + 3 * kMs);
 }
 
+TEST(RunReaderTest, StepsFollowAStoreThatIsStillWritten) {
+  // Steps() is kept between calls; new events, and a process store that appears, renew it.
+  std::string dir = MakeTempDir("trainprof_live_steps");
+  model::RunMetadata m;
+  m.run_id = "live";
+  m.start_ns = kT0;
+  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  auto w = OpenNodeWriter(dir, TestNode());
+  ASSERT_TRUE(w.ok());
+  (*w)->AppendEvent(Span("step", 0, kT0, 10 * kMs, 0));
+  ASSERT_TRUE((*w)->Flush().ok());
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  auto first = (*r)->Steps();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->size(), 1u);
+  auto again = (*r)->Steps();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->size(), 1u);
+  (*w)->AppendEvent(Span("step", 1, kT0 + 10 * kMs, 10 * kMs, 0));
+  (*w)->AppendEvent(Span("data_wait", 1, kT0 + 10 * kMs, 2 * kMs, 0));
+  ASSERT_TRUE((*w)->Flush().ok());
+  auto more = (*r)->Steps();
+  ASSERT_TRUE(more.ok());
+  ASSERT_EQ(more->size(), 2u);
+  EXPECT_EQ(more->data_wait_ns[1], 2 * kMs);
+
+  auto p = NodeStoreWriter::Open(ProcessStorePath(dir, "node0", 77), TestNode());
+  ASSERT_TRUE(p.ok());
+  model::Event e = Span("step", 5, kT0 + 50 * kMs, kMs, 1);
+  e.pid = 77;
+  (*p)->AppendEvent(e);
+  ASSERT_TRUE((*p)->Close().ok());
+  ASSERT_TRUE((*r)->Refresh().ok());
+  auto with_process = (*r)->Steps();
+  ASSERT_TRUE(with_process.ok());
+  EXPECT_EQ(with_process->size(), 3u);
+}
+
 TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {
   std::string dir = MakeTwoNodeRun();
   ASSERT_TRUE(WriteFileAtomically(NodeStorePath(dir, "algo-2"), "not a database").ok());

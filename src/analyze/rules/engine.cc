@@ -21,6 +21,39 @@ int DeviceIndex(const std::string& device, const char* prefix) {
   return index;
 }
 
+// Sorts `v` by `less` knowing it is a concatenation of ascending runs: a metric table comes
+// series by series, each in time order, so a node's pending values are one run per series
+// (plus the sorted rest of the previous release). Merging neighbouring runs pass by pass costs
+// log2(runs) linear sweeps instead of introsort's log2(values) levels of unpredictable
+// comparisons: the sort was a fifth of a 2-node x 60-min evaluation. Stable.
+template <typename T, typename Less>
+void SortRuns(std::vector<T>& v, Less less) {
+  std::vector<size_t> bounds{0};
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (less(v[i], v[i - 1])) bounds.push_back(i);
+  }
+  bounds.push_back(v.size());
+  if (bounds.size() <= 2) return;
+  std::vector<T> buffer(v.size());
+  std::vector<T>* from = &v;
+  std::vector<T>* to = &buffer;
+  while (bounds.size() > 2) {
+    std::vector<size_t> merged{0};
+    for (size_t r = 0; r + 1 < bounds.size(); r += 2) {
+      const size_t a = bounds[r], b = bounds[r + 1];
+      const size_t c = r + 2 < bounds.size() ? bounds[r + 2] : b;
+      std::merge(
+          from->begin() + static_cast<ptrdiff_t>(a), from->begin() + static_cast<ptrdiff_t>(b),
+          from->begin() + static_cast<ptrdiff_t>(b), from->begin() + static_cast<ptrdiff_t>(c),
+          to->begin() + static_cast<ptrdiff_t>(a), less);
+      merged.push_back(c);
+    }
+    bounds = std::move(merged);
+    std::swap(from, to);
+  }
+  if (from != &v) v.swap(*from);
+}
+
 void Classify(SeriesKey* key) {
   const std::string& m = key->metric;
   const std::string& d = key->device;
@@ -275,7 +308,7 @@ void RuleEngine::Release(int64_t cut_ns) {
     // The rank is copied in first so the comparison touches only the two values (this sort
     // was a quarter of a 2-node x 60-min evaluation with the rank looked up per comparison).
     for (PendingValue& p : pending) p.rank = series_rank_[static_cast<size_t>(p.series)];
-    std::sort(pending.begin(), pending.end(), [](const PendingValue& a, const PendingValue& b) {
+    SortRuns(pending, [](const PendingValue& a, const PendingValue& b) {
       return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.rank < b.rank;
     });
     size_t i = 0;

@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "analyze/rules/live.h"
 #include "analyze/rules/rules_test_util.h"
 
 namespace trainprof::analyze::rules {
@@ -227,6 +228,62 @@ TEST(EngineTest, FindingsAreHandedOutAsTheyHappen) {
   int before_end = 0;
   for (const auto& f : live) before_end += f.end_ns < kStart + 1400 * kSec ? 1 : 0;
   EXPECT_GT(before_end, 5);
+}
+
+TEST(LiveEvaluatorTest, StepPartsFlushedBeforeTheirStepStillCount) {
+  // The recorder writes a step's parts as they end, and its span after them: a flush (and a
+  // live poll) can fall in between. The live evaluator must join them as the offline one does.
+  const std::string dir = TempDir("live_parts");
+  model::RunMetadata meta;
+  meta.run_id = "live-parts";
+  meta.start_ns = kStart;
+  ASSERT_TRUE(store::WriteRunMetadata(dir, meta).ok());
+  model::NodeInfo info;
+  info.node = "algo-1";
+  info.cpu_cores = 8;
+  auto writer = store::OpenNodeWriter(dir, info);
+  ASSERT_TRUE(writer.ok());
+  auto live = LiveEvaluator::Open(dir, RuleConfig{});
+  ASSERT_TRUE(live.ok()) << live.status().message();
+  auto span = [&](const char* category, int64_t step, int64_t start, int64_t duration) {
+    model::Event e;
+    e.name = category;
+    e.category = category;
+    e.mode = "train";
+    e.step = step;
+    e.start_ns = start;
+    e.duration_ns = duration;
+    e.pid = e.tid = 4321;
+    e.rank = 0;
+    (*writer)->AppendEvent(std::move(e));
+  };
+  for (int64_t s = 0; s < 200; ++s) {
+    const int64_t t = kStart + s * 100 * kMs;
+    span("data_wait", s, t, 60 * kMs);  // the loop waits 60 % of each step
+    span("forward", s, t + 60 * kMs, 15 * kMs);
+    span("backward", s, t + 75 * kMs, 25 * kMs);
+    ASSERT_TRUE((*writer)->Flush().ok());
+    ASSERT_TRUE((*live)->Poll().ok());
+    span("step", s, t, 100 * kMs);
+    if (s % 7 == 0) {
+      ASSERT_TRUE((*writer)->Flush().ok());
+      ASSERT_TRUE((*live)->Poll().ok());
+    }
+  }
+  ASSERT_TRUE((*writer)->Close().ok());
+  ASSERT_TRUE((*live)->Finish().ok());
+  EXPECT_EQ((*live)->stats().steps_read, 200);
+
+  auto reader = store::RunReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto offline = EvaluateRun(**reader, RuleConfig{});
+  ASSERT_TRUE(offline.ok());
+  const auto offline_results = (*offline)->Results();
+  bool starved = false;
+  for (const auto& r : offline_results) starved |= r.name == "DataLoaderStarvation" && r.triggered;
+  EXPECT_TRUE(starved);
+  EXPECT_EQ(ResultsToJson((*live)->engine().Results()).dump(1),
+            ResultsToJson(offline_results).dump(1));
 }
 
 TEST(EngineTest, UnknownRulesParametersAndActionsAreUsageErrors) {

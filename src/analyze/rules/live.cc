@@ -1,8 +1,33 @@
 #include "analyze/rules/live.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "model/event.h"
 
 namespace trainprof::analyze::rules {
+namespace {
+
+constexpr int64_t kPartCarryNs = 600LL * 1'000'000'000;
+
+// Appends row `i` of `from` to `to`, re-coding its dictionary columns.
+void AppendEventRow(const store::EventTable& from, size_t i, store::EventTable* to) {
+  to->node.push_back(to->nodes.Code(from.nodes.at(from.node[i])));
+  to->name.push_back(to->names.Code(from.names.at(from.name[i])));
+  to->category.push_back(to->categories.Code(from.categories.at(from.category[i])));
+  to->mode.push_back(to->modes.Code(from.modes.at(from.mode[i])));
+  to->kind.push_back(from.kind[i]);
+  to->rank.push_back(from.rank[i]);
+  to->pid.push_back(from.pid[i]);
+  to->tid.push_back(from.tid[i]);
+  to->step.push_back(from.step[i]);
+  to->start_ns.push_back(from.start_ns[i]);
+  to->duration_ns.push_back(from.duration_ns[i]);
+  to->args.push_back(from.args[i]);
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<LiveEvaluator>> LiveEvaluator::Open(const std::string& run_dir,
                                                              const RuleConfig& config,
@@ -34,30 +59,63 @@ Status LiveEvaluator::ReadNew() {
   }
   // Steps: each process writes its steps in order, so per (node, pid, mode) only those that
   // start after the last one fed are new.
-  TP_ASSIGN_OR_RETURN(store::StepTable all, reader_->Steps());
-  store::StepTable fresh;
-  fresh.nodes = all.nodes;
-  fresh.modes = all.modes;
-  for (size_t i = 0; i < all.size(); ++i) {
-    auto key = std::make_tuple(all.nodes.at(all.node[i]), all.pid[i], all.modes.at(all.mode[i]));
-    auto it = last_step_.find(key);
-    if (it != last_step_.end() && all.start_ns[i] <= it->second) continue;
-    last_step_[key] = all.start_ns[i];
-    fresh.node.push_back(all.node[i]);
-    fresh.mode.push_back(all.mode[i]);
-    fresh.rank.push_back(all.rank[i]);
-    fresh.pid.push_back(all.pid[i]);
-    fresh.step.push_back(all.step[i]);
-    fresh.start_ns.push_back(all.start_ns[i]);
-    fresh.duration_ns.push_back(all.duration_ns[i]);
-    fresh.data_wait_ns.push_back(all.data_wait_ns[i]);
-    fresh.forward_ns.push_back(all.forward_ns[i]);
-    fresh.backward_ns.push_back(all.backward_ns[i]);
-    fresh.optimizer_ns.push_back(all.optimizer_ns[i]);
-  }
-  if (fresh.size() > 0) {
-    stats_.steps_read += static_cast<int64_t>(fresh.size());
-    engine_->Feed(fresh);
+  store::EventQuery sq;
+  sq.categories = {model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
+                   model::kCategoryBackward, model::kCategoryOptimizer};
+  TP_ASSIGN_OR_RETURN(store::EventTable step_events, reader_->EventsSince(&step_events_, sq));
+  if (step_events.size() > 0 || unmatched_parts_.size() > 0) {
+    for (size_t i = 0; i < unmatched_parts_.size(); ++i) {
+      AppendEventRow(unmatched_parts_, i, &step_events);
+    }
+    const store::StepTable all = store::BuildSteps(step_events);
+    store::StepTable fresh;
+    fresh.nodes = all.nodes;
+    fresh.modes = all.modes;
+    std::set<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> built;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const std::string& node = all.nodes.at(all.node[i]);
+      const std::string& mode = all.modes.at(all.mode[i]);
+      built.emplace(node, all.rank[i], all.pid[i], mode, all.step[i]);
+      auto key = std::make_tuple(node, all.pid[i], mode);
+      auto it = last_step_.find(key);
+      if (it != last_step_.end() && all.start_ns[i] <= it->second) continue;
+      last_step_[key] = all.start_ns[i];
+      fresh.node.push_back(all.node[i]);
+      fresh.mode.push_back(all.mode[i]);
+      fresh.rank.push_back(all.rank[i]);
+      fresh.pid.push_back(all.pid[i]);
+      fresh.step.push_back(all.step[i]);
+      fresh.start_ns.push_back(all.start_ns[i]);
+      fresh.duration_ns.push_back(all.duration_ns[i]);
+      fresh.data_wait_ns.push_back(all.data_wait_ns[i]);
+      fresh.forward_ns.push_back(all.forward_ns[i]);
+      fresh.backward_ns.push_back(all.backward_ns[i]);
+      fresh.optimizer_ns.push_back(all.optimizer_ns[i]);
+    }
+    // Parts whose step has not been read yet wait for it, up to kPartCarryNs behind the newest
+    // event (a part of a step that never ends is dropped then).
+    int64_t newest = store::kMinTime;
+    for (int64_t t : step_events.start_ns) newest = std::max(newest, t);
+    const int32_t step_category = [&] {
+      const auto& v = step_events.categories.values();
+      auto it = std::find(v.begin(), v.end(), model::kCategoryStep);
+      return it == v.end() ? -1 : static_cast<int32_t>(it - v.begin());
+    }();
+    store::EventTable carry;
+    for (size_t i = 0; i < step_events.size(); ++i) {
+      if (step_events.category[i] == step_category) continue;
+      if (step_events.start_ns[i] < newest - kPartCarryNs) continue;
+      auto key = std::make_tuple(step_events.nodes.at(step_events.node[i]), step_events.rank[i],
+                                 step_events.pid[i], step_events.modes.at(step_events.mode[i]),
+                                 step_events.step[i]);
+      if (built.count(key)) continue;
+      AppendEventRow(step_events, i, &carry);
+    }
+    unmatched_parts_ = std::move(carry);
+    if (fresh.size() > 0) {
+      stats_.steps_read += static_cast<int64_t>(fresh.size());
+      engine_->Feed(fresh);
+    }
   }
   // The events rules read, from the chunks written since the last poll.
   store::EventQuery eq;

@@ -55,6 +55,11 @@ class LiveEvaluator {
   int64_t next_metric_ns_ = store::kMinTime;
   std::map<std::tuple<std::string, int64_t, std::string>, int64_t> last_step_;  // node,pid,mode
   store::EventCursor events_;
+  // Step and step-part events come from the chunks written since the last poll. A step's parts
+  // end before it and can sit in the chunk before the step's own span: parts that found no
+  // step yet are carried to the next poll (for a bounded time).
+  store::EventCursor step_events_;
+  store::EventTable unmatched_parts_;
   std::map<std::string, bool> node_info_set_;
   LiveStats stats_;
 };
