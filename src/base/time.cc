@@ -26,6 +26,7 @@ tm UtcTm(int64_t ts_ns) {
 
 int64_t WallNowNs() { return ClockNs(CLOCK_REALTIME); }
 int64_t MonotonicNowNs() { return ClockNs(CLOCK_MONOTONIC); }
+int64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
 
 std::string FormatIso8601(int64_t ts_ns) {
   tm t = UtcTm(ts_ns);

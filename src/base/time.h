@@ -15,6 +15,8 @@ inline constexpr int64_t kNanosPerSecond = 1000 * 1000 * 1000;
 int64_t WallNowNs();
 // CLOCK_MONOTONIC in ns: for intervals and schedules, never stored.
 int64_t MonotonicNowNs();
+// CPU time of the calling thread in ns: what a piece of work cost, not how long it waited.
+int64_t ThreadCpuNs();
 
 // "2026-11-30T15:21:56.123Z" (UTC, millisecond precision).
 std::string FormatIso8601(int64_t ts_ns);

@@ -1,6 +1,7 @@
 #include "store/node_store_reader.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "base/files.h"
@@ -102,99 +103,174 @@ StatusOr<std::vector<SeriesInfo>> NodeStoreReader::ListSeries() {
   return out;
 }
 
+Status NodeStoreReader::RefreshSeries() {
+  // Series are only ever added: read the new ones.
+  TP_ASSIGN_OR_RETURN(
+      auto series, db_->Cached("SELECT id, metric, device FROM series WHERE id > ? ORDER BY id"));
+  series->Bind(1, series_.empty() ? int64_t{0} : series_.back().id);
+  Status status;
+  while (series->Step(&status)) {
+    series_.push_back({series->Int(0), std::string(series->Text(1)), std::string(series->Text(2))});
+  }
+  return status;
+}
+
+Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* out,
+                                         ReadProblems* problems, int64_t after_chunk_id,
+                                         int64_t* max_chunk_id,
+                                         std::unordered_map<int64_t, int64_t>* newest_ns) {
+  if (!Selected(query.nodes, info_.node)) return OkStatus();
+  TP_RETURN_IF_ERROR(RefreshSeries());
+  // Series id -> (metric, device) codes in `out`; metric -1: not selected.
+  std::unordered_map<int64_t, std::pair<int32_t, int32_t>> codes;
+  for (const SeriesRow& row : series_) {
+    const bool wanted = Selected(query.metrics, row.metric) && Selected(query.devices, row.device);
+    codes[row.id] =
+        wanted ? std::make_pair(out->metrics.Code(row.metric), out->devices.Code(row.device))
+               : std::make_pair(-1, -1);
+  }
+  const int32_t node_code = out->nodes.Code(info_.node);
+  TP_ASSIGN_OR_RETURN(auto chunks, db_->Cached("SELECT series_id, id, count, data FROM "
+                                               "metric_chunks WHERE id > ? ORDER BY id"));
+  chunks->Bind(1, after_chunk_id);
+  Status status;
+  while (chunks->Step(&status)) {
+    const int64_t id = chunks->Int(1);
+    *max_chunk_id = std::max(*max_chunk_id, id);
+    auto code = codes.find(chunks->Int(0));
+    if (code == codes.end()) {
+      problems->Add(path_ + ": metric chunk " + std::to_string(id) + " of an unknown series");
+      continue;
+    }
+    if (code->second.first < 0) continue;
+    auto [newest, first_seen] = newest_ns->try_emplace(chunks->Int(0), kMinTime);
+    const size_t before = out->value.size();
+    Status s = DecodeMetricChunk(chunks->Blob(3), static_cast<size_t>(chunks->Int(2)),
+                                 &out->timestamp_ns, &out->value);
+    if (!s.ok()) {
+      problems->Add(path_ + ": metric chunk " + std::to_string(id) + ": " + s.message());
+      continue;
+    }
+    const int64_t seen_up_to = newest->second;
+    size_t keep = before;
+    for (size_t i = before; i < out->value.size(); ++i) {
+      const int64_t ts = out->timestamp_ns[i];
+      if (ts > seen_up_to) newest->second = std::max(newest->second, ts);
+      if (ts > seen_up_to && ts >= query.start_ns && ts < query.end_ns) {
+        out->timestamp_ns[keep] = ts;
+        out->value[keep] = out->value[i];
+        ++keep;
+      }
+    }
+    out->timestamp_ns.resize(keep);
+    out->value.resize(keep);
+    out->node.insert(out->node.end(), keep - before, node_code);
+    out->metric.insert(out->metric.end(), keep - before, code->second.first);
+    out->device.insert(out->device.end(), keep - before, code->second.second);
+  }
+  return status;
+}
+
 Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
                                     ReadProblems* problems) {
   if (!Selected(query.nodes, info_.node)) return OkStatus();
-  TP_ASSIGN_OR_RETURN(SqliteStmt series, db_->Prepare("SELECT id, metric, device FROM series"));
+  TP_RETURN_IF_ERROR(RefreshSeries());
+  Status status;
   struct Wanted {
     int64_t id;
     int32_t metric_code, device_code;
   };
   std::vector<Wanted> wanted;
-  Status status;
-  while (series.Step(&status)) {
-    std::string metric(series.Text(1)), device(series.Text(2));
-    if (!Selected(query.metrics, metric) || !Selected(query.devices, device)) continue;
-    wanted.push_back({series.Int(0), out->metrics.Code(metric), out->devices.Code(device)});
+  for (const SeriesRow& row : series_) {
+    if (!Selected(query.metrics, row.metric) || !Selected(query.devices, row.device)) continue;
+    wanted.push_back({row.id, out->metrics.Code(row.metric), out->devices.Code(row.device)});
   }
-  TP_RETURN_IF_ERROR(status);
   if (wanted.empty()) return OkStatus();
   int32_t node_code = out->nodes.Code(info_.node);
 
   // One read transaction for all series: a consistent snapshot even while the writer seals.
-  TP_RETURN_IF_ERROR(db_->Exec("BEGIN"));
-  // Size the columns once from the chunk counts (index only, no blobs read): growing them chunk
-  // by chunk copied every value about twice and cost a third of the read.
+  // The statements are reset (their leases dropped) before it ends.
   {
-    TP_ASSIGN_OR_RETURN(SqliteStmt counts,
-                        db_->Prepare("SELECT SUM(count) FROM metric_chunks WHERE series_id = ? AND "
-                                     "last_ns >= ? AND first_ns < ?"));
-    size_t expected = 0;
-    for (const Wanted& w : wanted) {
-      counts.Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
-      if (counts.Step(&status))
-        expected += static_cast<size_t>(std::max<int64_t>(0, counts.Int(0)));
-      counts.Reset();
-    }
-    status = OkStatus();  // only a size hint
-    size_t total = out->value.size() + expected;
-    out->timestamp_ns.reserve(total);
-    out->value.reserve(total);
-    out->node.reserve(total);
-    out->metric.reserve(total);
-    out->device.reserve(total);
+    TP_ASSIGN_OR_RETURN(auto begin, db_->Cached("BEGIN"));
+    TP_RETURN_IF_ERROR(begin->Run());
   }
-  TP_ASSIGN_OR_RETURN(
-      SqliteStmt chunks,
-      db_->Prepare("SELECT id, count, data, first_ns, last_ns FROM metric_chunks WHERE "
-                   "series_id = ? AND last_ns >= ? AND first_ns < ? ORDER BY first_ns"));
-  for (const Wanted& w : wanted) {
-    chunks.Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
-    size_t series_begin = out->value.size();
-    while (chunks.Step(&status)) {
-      size_t before = out->value.size();
-      Status s = DecodeMetricChunk(chunks.Blob(2), static_cast<size_t>(chunks.Int(1)),
-                                   &out->timestamp_ns, &out->value);
-      if (!s.ok()) {
-        problems->Add(path_ + ": metric chunk " + std::to_string(chunks.Int(0)) + ": " +
-                      s.message());
-        continue;
-      }
-      // Trim to the window; only the boundary chunks have anything to drop.
-      if (chunks.Int(3) >= query.start_ns && chunks.Int(4) < query.end_ns) continue;
-      const int64_t* ts = out->timestamp_ns.data();
-      size_t keep = before;
-      for (size_t i = before; i < out->value.size(); ++i) {
-        if (ts[i] >= query.start_ns && ts[i] < query.end_ns) {
-          out->timestamp_ns[keep] = out->timestamp_ns[i];
-          out->value[keep] = out->value[i];
-          ++keep;
+  Status read = [&]() -> Status {
+    // Size the columns once from the chunk counts (index only, no blobs read): growing them
+    // chunk by chunk copied every value about twice and cost a third of the read.
+    {
+      TP_ASSIGN_OR_RETURN(
+          auto counts, db_->Cached("SELECT SUM(count) FROM metric_chunks WHERE series_id = ? AND "
+                                   "last_ns >= ? AND first_ns < ?"));
+      size_t expected = 0;
+      for (const Wanted& w : wanted) {
+        counts->Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
+        if (counts->Step(&status)) {
+          expected += static_cast<size_t>(std::max<int64_t>(0, counts->Int(0)));
         }
+        counts->Reset();
       }
-      out->timestamp_ns.resize(keep);
-      out->value.resize(keep);
+      status = OkStatus();  // only a size hint
+      const size_t total = out->value.size() + expected;
+      out->timestamp_ns.reserve(total);
+      out->value.reserve(total);
+      out->node.reserve(total);
+      out->metric.reserve(total);
+      out->device.reserve(total);
     }
-    chunks.Reset();
-    if (!status.ok()) {
-      problems->Add(status.message());
-      status = OkStatus();
+    TP_ASSIGN_OR_RETURN(
+        auto chunks,
+        db_->Cached("SELECT id, count, data, first_ns, last_ns FROM metric_chunks WHERE "
+                    "series_id = ? AND last_ns >= ? AND first_ns < ? ORDER BY last_ns"));
+    for (const Wanted& w : wanted) {
+      chunks->Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
+      const size_t series_begin = out->value.size();
+      while (chunks->Step(&status)) {
+        const size_t before = out->value.size();
+        Status s = DecodeMetricChunk(chunks->Blob(2), static_cast<size_t>(chunks->Int(1)),
+                                     &out->timestamp_ns, &out->value);
+        if (!s.ok()) {
+          problems->Add(path_ + ": metric chunk " + std::to_string(chunks->Int(0)) + ": " +
+                        s.message());
+          continue;
+        }
+        // Trim to the window; only the boundary chunks have anything to drop.
+        if (chunks->Int(3) >= query.start_ns && chunks->Int(4) < query.end_ns) continue;
+        const int64_t* ts = out->timestamp_ns.data();
+        size_t keep = before;
+        for (size_t i = before; i < out->value.size(); ++i) {
+          if (ts[i] >= query.start_ns && ts[i] < query.end_ns) {
+            out->timestamp_ns[keep] = out->timestamp_ns[i];
+            out->value[keep] = out->value[i];
+            ++keep;
+          }
+        }
+        out->timestamp_ns.resize(keep);
+        out->value.resize(keep);
+      }
+      chunks->Reset();
+      if (!status.ok()) {
+        problems->Add(status.message());
+        status = OkStatus();
+      }
+      const size_t added = out->value.size() - series_begin;
+      out->node.insert(out->node.end(), added, node_code);
+      out->metric.insert(out->metric.end(), added, w.metric_code);
+      out->device.insert(out->device.end(), added, w.device_code);
     }
-    size_t added = out->value.size() - series_begin;
-    out->node.insert(out->node.end(), added, node_code);
-    out->metric.insert(out->metric.end(), added, w.metric_code);
-    out->device.insert(out->device.end(), added, w.device_code);
-  }
-  (void)db_->Exec("COMMIT");
-  return OkStatus();
+    return OkStatus();
+  }();
+  if (auto commit = db_->Cached("COMMIT"); commit.ok()) (void)(*commit)->Run();
+  return read;
 }
 
 Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, ReadProblems* problems,
                                    int64_t after_chunk_id, int64_t* max_chunk_id) {
   if (!Selected(query.nodes, info_.node)) return OkStatus();
   TP_ASSIGN_OR_RETURN(
-      SqliteStmt chunks,
-      db_->Prepare("SELECT id, count, data FROM event_chunks WHERE id > ? AND first_start_ns < ? "
-                   "AND max_end_ns >= ? ORDER BY first_start_ns, id"));
+      auto lease,
+      db_->Cached("SELECT id, count, data FROM event_chunks WHERE id > ? AND first_start_ns < ? "
+                  "AND max_end_ns >= ? ORDER BY first_start_ns, id"));
+  SqliteStmt& chunks = *lease;
   chunks.Bind(1, after_chunk_id).Bind(2, query.end_ns).Bind(3, query.start_ns);
   int32_t node_code = out->nodes.Code(info_.node);
   std::vector<EncodedEvent> decoded;
@@ -315,11 +391,11 @@ StatusOr<int64_t> NodeStoreReader::EventCount() {
 }
 
 StatusOr<std::pair<int64_t, int64_t>> NodeStoreReader::EventGeneration() {
-  TP_ASSIGN_OR_RETURN(SqliteStmt stmt,
-                      db_->Prepare("SELECT coalesce(max(id), 0), count(*) FROM event_chunks"));
+  TP_ASSIGN_OR_RETURN(auto stmt,
+                      db_->Cached("SELECT coalesce(max(id), 0), count(*) FROM event_chunks"));
   Status status;
   std::pair<int64_t, int64_t> g{0, 0};
-  if (stmt.Step(&status)) g = {stmt.Int(0), stmt.Int(1)};
+  if (stmt->Step(&status)) g = {stmt->Int(0), stmt->Int(1)};
   TP_RETURN_IF_ERROR(status);
   return g;
 }

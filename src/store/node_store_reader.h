@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -47,6 +48,14 @@ class NodeStoreReader {
   StatusOr<std::vector<SeriesInfo>> ListSeries();
   // Appends matching samples to `out`, coding this node as `node_code` in out->nodes.
   Status ReadMetrics(const MetricQuery& query, MetricTable* out, ReadProblems* problems);
+  // The samples of the chunks written after `after_chunk_id` (chunk ids only grow: a sealed
+  // chunk is inserted before the tails it replaces are deleted) that match the query and are
+  // newer than `newest_ns[series id]` (updated: a sealed chunk repeats its tails' samples);
+  // *max_chunk_id receives the largest id seen. One query whatever the number of series: a
+  // live tail reads a few values of each series every poll.
+  Status ReadMetricsSince(const MetricQuery& query, MetricTable* out, ReadProblems* problems,
+                          int64_t after_chunk_id, int64_t* max_chunk_id,
+                          std::unordered_map<int64_t, int64_t>* newest_ns);
   // Appends matching events; with `after_chunk_id`, only chunks with a larger id (for tailing),
   // and *max_chunk_id receives the largest id seen.
   Status ReadEvents(const EventQuery& query, EventTable* out, ReadProblems* problems,
@@ -66,7 +75,13 @@ class NodeStoreReader {
   NodeStoreReader(std::unique_ptr<SqliteDb> db, std::string path)
       : db_(std::move(db)), path_(std::move(path)) {}
   Status LoadStrings();
+  Status RefreshSeries();
   const std::string* StringById(uint32_t id);
+  struct SeriesRow {
+    int64_t id;
+    std::string metric, device;
+  };
+  std::vector<SeriesRow> series_;  // the series table as read so far, by id
 
   std::unique_ptr<SqliteDb> db_;
   std::string path_;

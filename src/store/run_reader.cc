@@ -1,6 +1,9 @@
 #include "store/run_reader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <array>
 #include <tuple>
 
 #include "base/files.h"
@@ -21,9 +24,20 @@ StatusOr<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir)
 }
 
 Status RunReader::Refresh() {
-  auto metadata = ReadRunMetadata(dir_);
+  // run.json is replaced atomically when it changes: parse it again only then (a live reader
+  // refreshes every few seconds for hours).
+  struct stat st {};
+  std::array<int64_t, 4> stamp{-1, -1, -1, -1};
+  if (::stat(RunJsonPath(dir_).c_str(), &st) == 0) {
+    stamp = {static_cast<int64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+             static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec)};
+  }
+  const bool metadata_unchanged = stamp[0] >= 0 && stamp == metadata_stamp_;
+  auto metadata =
+      metadata_unchanged ? StatusOr<model::RunMetadata>(metadata_) : ReadRunMetadata(dir_);
   if (metadata.ok()) {
     metadata_ = std::move(metadata).value();
+    metadata_stamp_ = stamp;
   } else if (metadata.status().code() == StatusCode::kFailedPrecondition) {
     return metadata.status();  // a newer format: refuse rather than misread
   } else {
@@ -109,8 +123,26 @@ StatusOr<EventTable> RunReader::Events(const EventQuery& query) {
   return out;
 }
 
-StatusOr<EventTable> RunReader::EventsSince(EventCursor* cursor, const EventQuery& query) {
-  TP_RETURN_IF_ERROR(Refresh());
+StatusOr<MetricTable> RunReader::SystemMetricsSince(ChunkCursor* cursor, const MetricQuery& query,
+                                                    bool refresh) {
+  if (refresh) TP_RETURN_IF_ERROR(Refresh());
+  MetricTable out;
+  ReadProblems problems;
+  for (auto& [name, node] : nodes_) {
+    int64_t& last = cursor->last_chunk_id[name];
+    int64_t max_id = last;
+    Status s =
+        node->ReadMetricsSince(query, &out, &problems, last, &max_id, &cursor->newest_ns[name]);
+    if (!s.ok()) problems.Add(s.message());
+    last = max_id;
+  }
+  NoteProblems(problems);
+  return out;
+}
+
+StatusOr<EventTable> RunReader::EventsSince(EventCursor* cursor, const EventQuery& query,
+                                            bool refresh) {
+  if (refresh) TP_RETURN_IF_ERROR(Refresh());
   EventTable out;
   ReadProblems problems;
   for (auto& [name, node] : nodes_) {

@@ -4,10 +4,12 @@
 // nodes carry the node in their `node` column.
 // Threads: one RunReader per thread.
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -24,9 +26,14 @@ struct NodeSeries {
 };
 
 // Where to resume tailing events: per store file, the last event chunk already returned.
-struct EventCursor {
+// Where an incremental read stopped: the last chunk id read per store file, and for metrics the
+// newest sample delivered per series (a sealed chunk repeats the samples of the tails it
+// replaces).
+struct ChunkCursor {
   std::map<std::string, int64_t> last_chunk_id;
+  std::map<std::string, std::unordered_map<int64_t, int64_t>> newest_ns;  // store -> series
 };
+using EventCursor = ChunkCursor;
 
 class RunReader {
  public:
@@ -45,8 +52,13 @@ class RunReader {
 
   StatusOr<MetricTable> SystemMetrics(const MetricQuery& query);
   StatusOr<EventTable> Events(const EventQuery& query);
+  // Samples written since `cursor` (updated) inside the query's window, each once.
+  // Both refresh first (new node stores) unless `refresh` is false.
+  StatusOr<MetricTable> SystemMetricsSince(ChunkCursor* cursor, const MetricQuery& query = {},
+                                           bool refresh = true);
   // Events in chunks written since `cursor` (updated), for incremental tailing.
-  StatusOr<EventTable> EventsSince(EventCursor* cursor, const EventQuery& query = {});
+  StatusOr<EventTable> EventsSince(EventCursor* cursor, const EventQuery& query = {},
+                                   bool refresh = true);
   // Derived from the step and step-part events; kept until the stores' events change, so the
   // rules and the cost model of one command share one read.
   StatusOr<StepTable> Steps();
@@ -64,6 +76,7 @@ class RunReader {
 
   std::string dir_;
   model::RunMetadata metadata_;
+  std::array<int64_t, 4> metadata_stamp_{-2, -2, -2, -2};  // run.json's inode, size, mtime read
   // Every store file of the run (several per node when processes write their own), by path.
   std::map<std::string, std::unique_ptr<NodeStoreReader>> nodes_;
   std::vector<std::string> failed_nodes_;  // store paths that could not be opened

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "base/files.h"
 #include "store/run_directory.h"
 #include "store/store_test_util.h"
@@ -193,6 +196,57 @@ TEST(RunReaderTest, StepsFollowAStoreThatIsStillWritten) {
   auto with_process = (*r)->Steps();
   ASSERT_TRUE(with_process.ok());
   EXPECT_EQ(with_process->size(), 3u);
+}
+
+TEST(RunReaderTest, TailsNewSamplesOnceThroughSealing) {
+  // Small tails every flush, sealed every 8 values (the sealed chunk repeats its tails): a
+  // tail read returns each sample exactly once, the same samples as one read at the end.
+  std::string dir = MakeTempDir("trainprof_metric_tail");
+  model::RunMetadata m;
+  m.run_id = "mt";
+  m.start_ns = kT0;
+  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  WriterOptions options;
+  options.seal_values = 8;
+  auto w = OpenNodeWriter(dir, TestNode(), options);
+  ASSERT_TRUE(w.ok());
+  SeriesId a = (*w)->Series("cpu_utilization_ratio", "total");
+  SeriesId b = (*w)->Series("memory_used_bytes", "");
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  ChunkCursor cursor;
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> tailed;
+  auto tail = [&] {
+    auto t = (*r)->SystemMetricsSince(&cursor);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    for (size_t i = 0; i < t->size(); ++i) {
+      tailed[t->metrics.at(t->metric[i])].push_back({t->timestamp_ns[i], t->value[i]});
+    }
+  };
+  for (int i = 0; i < 50; ++i) {
+    (*w)->Append(a, kT0 + i * 100 * kMs, 0.01 * i);
+    if (i % 2 == 0) (*w)->Append(b, kT0 + i * 100 * kMs, 1000.0 + i);
+    if (i % 3 == 2) {
+      ASSERT_TRUE((*w)->Flush().ok());
+    }
+    if (i % 5 == 4) tail();
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  tail();
+  tail();  // nothing new
+  auto all = (*r)->SystemMetrics({});
+  ASSERT_TRUE(all.ok());
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> whole;
+  for (size_t i = 0; i < all->size(); ++i) {
+    whole[all->metrics.at(all->metric[i])].push_back({all->timestamp_ns[i], all->value[i]});
+  }
+  ASSERT_EQ(whole["cpu_utilization_ratio"].size(), 50u);
+  ASSERT_EQ(whole["memory_used_bytes"].size(), 25u);
+  for (auto& [metric, samples] : tailed) {
+    std::sort(samples.begin(), samples.end());
+    EXPECT_EQ(samples, whole[metric]) << metric;
+  }
+  EXPECT_EQ(tailed.size(), 2u);
 }
 
 TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {

@@ -111,7 +111,10 @@ StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path, Mode
   return std::unique_ptr<SqliteDb>(new SqliteDb(db, path));
 }
 
-SqliteDb::~SqliteDb() { sqlite3_close_v2(db_); }
+SqliteDb::~SqliteDb() {
+  cached_.clear();  // finalize before closing
+  sqlite3_close_v2(db_);
+}
 
 Status SqliteDb::Error(int rc, const std::string& what) const {
   return Status(SqliteStatusCode(rc), path_ + ": " + what + ": " + sqlite3_errmsg(db_));
@@ -133,6 +136,16 @@ StatusOr<SqliteStmt> SqliteDb::Prepare(const std::string& sql) {
   int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) return Error(rc, "preparing '" + sql.substr(0, 60) + "'");
   return SqliteStmt(stmt, &path_);
+}
+
+StatusOr<SqliteDb::Lease> SqliteDb::Cached(const std::string& sql) {
+  auto it = cached_.find(sql);
+  if (it == cached_.end()) {
+    TP_ASSIGN_OR_RETURN(SqliteStmt stmt, Prepare(sql));
+    it = cached_.emplace(sql, std::move(stmt)).first;
+  }
+  it->second.Reset();
+  return Lease(&it->second);
 }
 
 }  // namespace trainprof::store

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "base/status.h"
 
@@ -57,6 +58,26 @@ class SqliteDb {
 
   Status Exec(const std::string& sql);
   StatusOr<SqliteStmt> Prepare(const std::string& sql);
+
+  // A statement prepared once per connection and reused: a live reader runs the same few
+  // queries every poll, and parsing them was a good part of the poll. The lease resets the
+  // statement when dropped, so no query keeps a read transaction (and its snapshot) open.
+  // Not re-entrant: one lease per SQL text at a time.
+  class Lease {
+   public:
+    explicit Lease(SqliteStmt* stmt) : stmt_(stmt) {}
+    Lease(Lease&& o) noexcept : stmt_(o.stmt_) { o.stmt_ = nullptr; }
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (stmt_) stmt_->Reset();
+    }
+    SqliteStmt* operator->() const { return stmt_; }
+    SqliteStmt& operator*() const { return *stmt_; }
+
+   private:
+    SqliteStmt* stmt_;
+  };
+  StatusOr<Lease> Cached(const std::string& sql);
   int64_t LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
   const std::string& path() const { return path_; }
   sqlite3* raw() { return db_; }
@@ -68,6 +89,7 @@ class SqliteDb {
   SqliteDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   sqlite3* db_;
   std::string path_;
+  std::unordered_map<std::string, SqliteStmt> cached_;
 };
 
 // Maps an SQLite result code to our status codes (corruption is kDataLoss, a full disk or a

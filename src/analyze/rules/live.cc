@@ -4,6 +4,7 @@
 #include <set>
 #include <tuple>
 
+#include "base/time.h"
 #include "model/event.h"
 
 namespace trainprof::analyze::rules {
@@ -45,15 +46,10 @@ Status LiveEvaluator::ReadNew() {
   for (const model::NodeInfo* info : reader_->node_infos()) {
     if (node_info_set_.emplace(info->node, true).second) engine_->SetNodeInfo(*info);
   }
-  // System samples: one writer (the node's recorder) appends every series of a tick together,
-  // so nothing older than the newest timestamp already read can appear later.
-  store::MetricQuery mq;
-  mq.start_ns = next_metric_ns_;
-  TP_ASSIGN_OR_RETURN(store::MetricTable metrics, reader_->SystemMetrics(mq));
+  // System samples from the chunks written since the last poll, each once.
+  TP_ASSIGN_OR_RETURN(store::MetricTable metrics,
+                      reader_->SystemMetricsSince(&metric_chunks_, {}, /*refresh=*/false));
   if (metrics.size() > 0) {
-    const int64_t newest =
-        *std::max_element(metrics.timestamp_ns.begin(), metrics.timestamp_ns.end());
-    next_metric_ns_ = std::max(next_metric_ns_, newest + 1);
     stats_.values_read += static_cast<int64_t>(metrics.size());
     engine_->Feed(metrics);
   }
@@ -62,7 +58,8 @@ Status LiveEvaluator::ReadNew() {
   store::EventQuery sq;
   sq.categories = {model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
                    model::kCategoryBackward, model::kCategoryOptimizer};
-  TP_ASSIGN_OR_RETURN(store::EventTable step_events, reader_->EventsSince(&step_events_, sq));
+  TP_ASSIGN_OR_RETURN(store::EventTable step_events,
+                      reader_->EventsSince(&step_events_, sq, /*refresh=*/false));
   if (step_events.size() > 0 || unmatched_parts_.size() > 0) {
     for (size_t i = 0; i < unmatched_parts_.size(); ++i) {
       AppendEventRow(unmatched_parts_, i, &step_events);
@@ -120,7 +117,8 @@ Status LiveEvaluator::ReadNew() {
   // The events rules read, from the chunks written since the last poll.
   store::EventQuery eq;
   eq.categories = {"phase", "collective", "dataloader"};
-  TP_ASSIGN_OR_RETURN(store::EventTable events, reader_->EventsSince(&events_, eq));
+  TP_ASSIGN_OR_RETURN(store::EventTable events,
+                      reader_->EventsSince(&events_, eq, /*refresh=*/false));
   if (events.size() > 0) {
     stats_.events_read += static_cast<int64_t>(events.size());
     engine_->Feed(events);
@@ -130,16 +128,23 @@ Status LiveEvaluator::ReadNew() {
 
 StatusOr<std::vector<model::Finding>> LiveEvaluator::Poll() {
   if (engine_->finalized()) return std::vector<model::Finding>{};
-  TP_RETURN_IF_ERROR(ReadNew());
+  const int64_t cpu0 = ThreadCpuNs();
+  if (stats_.first_poll_mono_ns == 0) stats_.first_poll_mono_ns = MonotonicNowNs();
+  Status read = ReadNew();
   std::vector<model::Finding> out = engine_->TakeNewFindings();
   stats_.findings += static_cast<int64_t>(out.size());
+  stats_.poll_cpu_ns += ThreadCpuNs() - cpu0;
+  TP_RETURN_IF_ERROR(read);
   return out;
 }
 
 StatusOr<std::vector<model::Finding>> LiveEvaluator::Finish() {
   if (!engine_->finalized()) {
+    const int64_t cpu0 = ThreadCpuNs();
     Status read = ReadNew();
     engine_->Finalize();
+    stats_.finish_cpu_ns += ThreadCpuNs() - cpu0;
+    stats_.finish_mono_ns = MonotonicNowNs();
     TP_RETURN_IF_ERROR(read);
   }
   std::vector<model::Finding> out = engine_->TakeNewFindings();

@@ -30,6 +30,12 @@ struct LiveStats {
   int64_t steps_read = 0;
   int64_t events_read = 0;
   int64_t findings = 0;
+  // This thread's CPU time in Poll() (reading, evaluating) and in Finish() (the rest, final
+  // windows), and the monotonic span from the first poll to Finish(): the live overhead.
+  int64_t poll_cpu_ns = 0;
+  int64_t finish_cpu_ns = 0;
+  int64_t first_poll_mono_ns = 0;
+  int64_t finish_mono_ns = 0;
 };
 
 class LiveEvaluator {
@@ -52,7 +58,7 @@ class LiveEvaluator {
 
   std::unique_ptr<store::RunReader> reader_;
   std::unique_ptr<RuleEngine> engine_;
-  int64_t next_metric_ns_ = store::kMinTime;
+  store::ChunkCursor metric_chunks_;
   std::map<std::tuple<std::string, int64_t, std::string>, int64_t> last_step_;  // node,pid,mode
   store::EventCursor events_;
   // Step and step-part events come from the chunks written since the last poll. A step's parts
