@@ -16,7 +16,7 @@ constexpr std::array<std::string_view, kNumFields> kKeys = {
 }  // namespace
 
 MeminfoCollector::MeminfoCollector(const std::string& proc_root)
-    : meminfo_(JoinPath(proc_root, "meminfo")) {}
+    : meminfo_(JoinPath(proc_root, "meminfo"), ProcFile::Kind::kSingleRecord) {}
 
 void MeminfoCollector::Sample(const Tick& /*tick*/, SampleSink& sink) {
   std::string_view text;

@@ -21,6 +21,7 @@ ProcFile& ProcFile::operator=(ProcFile&& other) noexcept {
   if (this != &other) {
     Close();
     path_ = std::move(other.path_);
+    kind_ = other.kind_;
     fd_ = std::exchange(other.fd_, -1);
     last_errno_ = other.last_errno_;
     buffer_ = std::move(other.buffer_);
@@ -63,6 +64,7 @@ bool ProcFile::Read(std::string_view* contents) {
       if (n == 0) break;
       total += static_cast<size_t>(n);
       if (total == buffer_.size()) break;
+      if (kind_ == Kind::kSingleRecord) break;  // short: the whole text
     }
     if (total < buffer_.size()) {
       *contents = std::string_view(buffer_.data(), total);

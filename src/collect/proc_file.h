@@ -12,8 +12,20 @@ namespace trainprof::collect {
 
 class ProcFile {
  public:
+  // How to tell that a read got the whole file.
+  enum class Kind {
+    // Read until a read returns 0 bytes: seq_files of many records (/proc/net/dev,
+    // /proc/diskstats, children lists) return at most a page of whole records per read.
+    kAny,
+    // A short read is the whole file: single-record seq_files (/proc/<pid>/stat and io,
+    // /proc/stat, /proc/meminfo, /proc/loadavg) generate all their text at once and return
+    // it whole when it fits. Saves the second read per file per tick that only sees 0 bytes,
+    // which for these files runs the kernel's text generator a second time.
+    kSingleRecord,
+  };
   ProcFile() = default;
-  explicit ProcFile(std::string path) : path_(std::move(path)) {}
+  explicit ProcFile(std::string path, Kind kind = Kind::kAny)
+      : path_(std::move(path)), kind_(kind) {}
   ~ProcFile();
   ProcFile(ProcFile&& other) noexcept;
   ProcFile& operator=(ProcFile&& other) noexcept;
@@ -33,6 +45,7 @@ class ProcFile {
 
  private:
   std::string path_;
+  Kind kind_ = Kind::kAny;
   int fd_ = -1;
   int last_errno_ = 0;
   std::vector<char> buffer_ = std::vector<char>(4096);

@@ -7,7 +7,8 @@
 namespace trainprof::collect {
 
 ProcStatCollector::ProcStatCollector(const std::string& proc_root)
-    : stat_(JoinPath(proc_root, "stat")), loadavg_(JoinPath(proc_root, "loadavg")) {
+    : stat_(JoinPath(proc_root, "stat"), ProcFile::Kind::kSingleRecord),
+      loadavg_(JoinPath(proc_root, "loadavg"), ProcFile::Kind::kSingleRecord) {
   prev_.resize(1);
   devices_.push_back("total");
 }

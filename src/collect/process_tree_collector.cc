@@ -89,9 +89,9 @@ void ProcessTreeCollector::AddMember(int pid) {
   char path[64];
   Member m;
   std::snprintf(path, sizeof(path), "/%d/stat", pid);
-  m.stat = ProcFile(proc_root_ + path);
+  m.stat = ProcFile(proc_root_ + path, ProcFile::Kind::kSingleRecord);
   std::snprintf(path, sizeof(path), "/%d/io", pid);
-  m.io = ProcFile(proc_root_ + path);
+  m.io = ProcFile(proc_root_ + path, ProcFile::Kind::kSingleRecord);
   std::snprintf(path, sizeof(path), "/%d/task/%d/children", pid, pid);
   m.children = ProcFile(proc_root_ + path);
   m.seen = generation_;
