@@ -6,6 +6,9 @@ default 500 ms interval, as a share of one core (issue 6: <= 0.1 %). Two jobs:
   stepping  20 steps a second through trainprof.step() with data_wait / forward / backward
             spans (what a training loop writes), so every poll has new steps and events to
             read; its own CPU is the same in both arms and cancels out in the median.
+It prints two figures per job: the difference of the whole process tree's CPU time between the
+two settings (noisy: it includes the job and Python's start-up), and the recorder's own count
+of the thread CPU time its polls took, which it prints when the job ends (the precise one).
 
     python bench/live_rules_overhead.py [--seconds 40] [--reps 3] [--trainprof PATH]
 """
