@@ -19,6 +19,7 @@ CPU use shows up as longer wall time only if it competes for that core.
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,11 +45,12 @@ print(f"work {time.perf_counter() - t0:.6f} {time.process_time() - c0:.6f}")
 def timed(cmd):
     """(wall seconds of the command, wall and CPU seconds the work itself reported)"""
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True).stdout
+    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
     wall = time.perf_counter() - t0
-    work = [line.split() for line in out.splitlines() if line.startswith("work ")]
-    return wall, float(work[-1][1]), float(work[-1][2])
+    work = [line.split() for line in done.stdout.splitlines() if line.startswith("work ")]
+    own = re.search(r"trainprof used [0-9]+ ms of CPU = ([0-9.]+) % of one core", done.stderr)
+    return wall, float(work[-1][1]), float(work[-1][2]), float(own.group(1)) if own else None
 
 
 def default_bin():
@@ -97,9 +99,14 @@ def main():
         job_cpu = statistics.median(r[2] / b[2] for b, r in pairs)
         e2e = statistics.median(r[0] / b[0] for b, r in pairs)
         fixed = statistics.median((r[0] - r[1]) - (b[0] - b[1]) for b, r in pairs)
+        own = [r[3] for _, r in pairs if r[3] is not None]
         print(f"  record --interval {interval:>5}  job wall {job:.4f} (target <= 1.01: "
               f"{'ok' if job <= 1.01 else 'MISSED'}), job CPU {job_cpu:.4f}   end to end "
               f"{e2e:.4f} (+{fixed:.2f} s outside the work: start, rules, cost, report)")
+        if own:
+            print(f"      the recorder's own CPU while the job ran (its summary): "
+                  f"{statistics.median(own):.3f} % of one core, start-up included: the most "
+                  f"it can take from a job that keeps every core busy")
 
 
 if __name__ == "__main__":

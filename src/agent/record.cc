@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -78,7 +79,8 @@ StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::st
   return out;
 }
 
-void PrintSummary(const SessionResult& result, int64_t duration_ns, std::ostream& out) {
+void PrintSummary(const SessionResult& result, int64_t duration_ns, std::ostream& out,
+                  int64_t recorder_cpu_ns) {
   if (!result.summary.empty()) {
     out << "  " << std::left << std::setw(32) << "series" << std::setw(8) << "device" << std::right
         << std::setw(13) << "p50" << std::setw(13) << "p95" << std::setw(13) << "max"
@@ -95,6 +97,15 @@ void PrintSummary(const SessionResult& result, int64_t duration_ns, std::ostream
   }
   out << "  " << result.sampling.ticks << " ticks in " << FormatDuration(duration_ns);
   if (result.marks > 0) out << ", " << result.marks << " marks";
+  if (recorder_cpu_ns >= 0 && duration_ns > 0) {
+    // What the recorder itself took (all its threads, start-up included): the most it can have
+    // taken from the job.
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; trainprof used %.0f ms of CPU = %.3f %% of one core",
+                  static_cast<double>(recorder_cpu_ns) / 1e6,
+                  static_cast<double>(recorder_cpu_ns) / static_cast<double>(duration_ns) * 100);
+    out << buf;
+  }
   out << "\n";
   if (result.problems.empty()) {
     out << "  data quality: no problems\n";
@@ -242,6 +253,12 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   int code = ExitCodeFromWaitStatus(wait_status);
   int64_t end_ns = WallNowNs();
   stop_live();
+  int64_t recorder_cpu_ns = -1;
+  if (rusage ru{}; ::getrusage(RUSAGE_SELF, &ru) == 0) {
+    recorder_cpu_ns =
+        (static_cast<int64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec)) * 1'000'000'000 +
+        static_cast<int64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+  }
   SessionResult result = session->Finish(end_ns);
   meta.end_ns = end_ns;
   meta.exit_status = code;
@@ -253,7 +270,7 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   if (!options.quiet) {
     out << "trainprof: " << meta.name << " finished in " << FormatDuration(end_ns - start_ns)
         << " with exit status " << code << "\n";
-    PrintSummary(result, end_ns - start_ns, out);
+    PrintSummary(result, end_ns - start_ns, out, recorder_cpu_ns);
   }
   if (options.on_finished) options.on_finished(run_dir, out);
   if (!options.quiet) out << "trainprof: run directory " << run_dir << "\n" << std::flush;

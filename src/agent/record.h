@@ -69,6 +69,8 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out);
 StatusOr<std::map<std::string, std::string>> ParseTags(const std::vector<std::string>& tags);
 
 // Prints the end-of-run summary: duration, headline series p50/p95/max, data-quality problems.
-void PrintSummary(const SessionResult& result, int64_t duration_ns, std::ostream& out);
+// `recorder_cpu_ns` (>= 0): this process's own CPU time, printed beside the ticks.
+void PrintSummary(const SessionResult& result, int64_t duration_ns, std::ostream& out,
+                  int64_t recorder_cpu_ns = -1);
 
 }  // namespace trainprof::agent

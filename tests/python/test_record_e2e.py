@@ -79,21 +79,27 @@ def test_cpu_burner_on_one_core(trainprof_bin, tmp_path):
     burned = json.loads(proc.stdout)
     metrics, events, _ = export(trainprof_bin, run_dir, tmp_path)
     tree = metrics[("process_cpu_utilization_ratio", "tree")]
-    assert len(tree) >= 25
+    # The tree is sampled at most every 200 ms (the node every 100 ms tick): ~17 in 3.5 s.
+    assert len(tree) >= 13
+    node_cpu = metrics[("cpu_utilization_ratio", "total")]
+    assert len(node_cpu) >= 1.6 * len(tree)
     # The tree's CPU over the run is what the burner burned (it may get less than a full core
     # on a busy machine; the ratio must say what it really got).
     assert integrate(tree) == pytest.approx(burned["cpu_s"], rel=0.15, abs=0.15)
     # During the burn the ratio is what the burner got: 1.0 on an idle core, less on a busy
     # machine (it is compared with the burner's own CPU time, not assumed).
     busy = sorted(v for t, v in tree if burned["t0"] + 0.2 < t / 1e9 < burned["t1"])
-    assert len(busy) >= 15, tree
+    assert len(busy) >= 9, tree
     expected_ratio = burned["cpu_s"] / burned["wall_s"]
     assert busy[len(busy) // 2] == pytest.approx(expected_ratio, abs=0.15)
     # One core during the burn: never much above 1.0. (The tick that first sees a process counts
     # all its CPU since it started, so the start-up tick may exceed one core by design.)
     assert max(busy) <= 1.3
-    assert ("cpu_utilization_ratio", "total") in metrics
     assert ("memory_used_bytes", "") in metrics
+    # The summary says what the recorder itself took: a small share of one core.
+    own = re.search(r"trainprof used (\d+) ms of CPU = ([0-9.]+) % of one core", proc.stderr)
+    assert own, proc.stderr
+    assert 0 < float(own.group(2)) < 20
     rss = metrics[("process_resident_memory_bytes", "tree")]
     assert 1e6 < max(v for _, v in rss) < 1e9  # a python process: MBs, not 0, not GBs
     # One phase for the whole run until instrumentation reports steps.
@@ -309,7 +315,7 @@ def test_agent_attaches_to_a_pid_and_stops_on_sigterm(trainprof_bin, tmp_path):
     assert (run_dir / "nodes" / "algo-1").is_dir()
     metrics, _, _ = export(trainprof_bin, run_dir, tmp_path)
     tree = [v for _, v in metrics[("process_cpu_utilization_ratio", "tree")]]
-    assert len(tree) >= 8
+    assert len(tree) >= 4  # 1.5 s with the tree read every 200 ms (the node every 100 ms)
     assert max(tree) > 0.3  # the burner gets a good share of a core even on a busy machine
     import json
     meta = json.loads((run_dir / "run.json").read_text())
