@@ -14,6 +14,7 @@ struct MetricValue {
   std::string metric;
   std::string device;
   double value = 0;
+  int64_t tick_wall_ns = 0;  // the tick it was sampled at (set by Publish)
 };
 
 struct LatestSnapshot {
@@ -25,6 +26,11 @@ struct LatestSnapshot {
 
 class LatestValues {
  public:
+  // A series a sampler reads less often than every tick (the process tree at most every
+  // 200 ms) keeps its last value for up to this long, so that /metrics does not flap.
+  static constexpr int64_t kCarryNs = 1'000'000'000;
+
+  // Takes the tick's values; series missing from it carry over (see kCarryNs).
   void Publish(LatestSnapshot snapshot);
   LatestSnapshot Get() const;
 

@@ -91,6 +91,32 @@ TEST(PrometheusAddressTest, LoopbackByDefaultRemoteOnlyWhenAsked) {
   EXPECT_FALSE(ParsePrometheusAddress("70000", false).ok());
 }
 
+TEST(LatestValuesTest, SeriesReadEveryOtherTickCarryOverForASecond) {
+  constexpr int64_t kMs = 1'000'000;
+  LatestValues latest;
+  LatestSnapshot a;
+  a.tick_wall_ns = 1000 * kMs;
+  a.values = {{"cpu_utilization_ratio", "total", 0.5},
+              {"process_resident_memory_bytes", "tree", 7}};
+  latest.Publish(a);
+  LatestSnapshot b;  // 100 ms later, the process tree not read this tick
+  b.tick_wall_ns = 1100 * kMs;
+  b.values = {{"cpu_utilization_ratio", "total", 0.6}};
+  latest.Publish(b);
+  LatestSnapshot got = latest.Get();
+  ASSERT_EQ(got.values.size(), 2u);
+  EXPECT_EQ(got.values[0].value, 0.6);
+  EXPECT_EQ(got.values[1].metric, "process_resident_memory_bytes");
+  EXPECT_EQ(got.values[1].value, 7);
+  LatestSnapshot c;  // more than a second after the tree's last reading: it is gone
+  c.tick_wall_ns = 2200 * kMs;
+  c.values = {{"cpu_utilization_ratio", "total", 0.7}};
+  latest.Publish(c);
+  got = latest.Get();
+  ASSERT_EQ(got.values.size(), 1u);
+  EXPECT_EQ(got.values[0].value, 0.7);
+}
+
 TEST(PrometheusServerTest, ServesTheLatestTick) {
   LatestValues latest;
   latest.Publish(Snapshot());

@@ -96,7 +96,7 @@ def test_healthy_job_fires_nothing(trainprof_bin, recorded):
     assert rules["DataLoaderStarvation"]["datapoints"] == 0  # no DataLoader: no batch wait
     # recorded with --no-gpu: no GPU to idle, so host-side gaps are not judged
     assert rules["GPUIdleBetweenSteps"]["datapoints"] == 0
-    assert rules["HostMemoryGrowth"]["datapoints"] > 5
+    assert rules["HostMemoryGrowth"]["datapoints"] >= 4  # tree RSS, read every 200 ms
     # and with the defaults as users get them
     assert fired(evaluate(trainprof_bin, recorded("healthy"))) == set()
 
