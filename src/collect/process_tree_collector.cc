@@ -215,7 +215,11 @@ void ProcessTreeCollector::ScanCgroup(SampleSink& sink) {
 }
 
 void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
-  if (!first_sample_ && tick.mono_ns - prev_mono_ns_ < min_interval_ns_) return;
+  // A quarter of the interval is slack for the ticks' jitter: at 100 ms ticks and a 200 ms
+  // minimum, a tick 199.9 ms after the last reading must not push the next one to 300 ms.
+  if (!first_sample_ && tick.mono_ns - prev_mono_ns_ < min_interval_ns_ - min_interval_ns_ / 4) {
+    return;
+  }
   ++generation_;
   if (cgroup_mode_) {
     ScanCgroup(sink);

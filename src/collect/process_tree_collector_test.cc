@@ -208,7 +208,14 @@ TEST(ProcessTreeCollectorTest, MinIntervalSkipsTicks) {
   sink.Clear();
   collector.Sample(testing::TickAt(0.1), sink);
   EXPECT_EQ(sink.adds, 0);
-  collector.Sample(testing::TickAt(0.2), sink);
+  // A tick a little early (jitter) still takes the reading: every other 100 ms tick, not
+  // every third.
+  collector.Sample(testing::TickAt(0.199), sink);
+  EXPECT_TRUE(sink.Has("process_cpu_utilization_ratio", "tree"));
+  sink.Clear();
+  collector.Sample(testing::TickAt(0.3), sink);
+  EXPECT_EQ(sink.adds, 0);
+  collector.Sample(testing::TickAt(0.398), sink);
   EXPECT_TRUE(sink.Has("process_cpu_utilization_ratio", "tree"));
 }
 

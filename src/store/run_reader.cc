@@ -123,16 +123,15 @@ StatusOr<EventTable> RunReader::Events(const EventQuery& query) {
   return out;
 }
 
-StatusOr<MetricTable> RunReader::SystemMetricsSince(ChunkCursor* cursor, const MetricQuery& query,
-                                                    bool refresh) {
+template <typename Table, typename ReadFn>
+StatusOr<Table> RunReader::ReadSince(ChunkCursor* cursor, bool refresh, const ReadFn& read) {
   if (refresh) TP_RETURN_IF_ERROR(Refresh());
-  MetricTable out;
+  Table out;
   ReadProblems problems;
   for (auto& [name, node] : nodes_) {
     int64_t& last = cursor->last_chunk_id[name];
     int64_t max_id = last;
-    Status s =
-        node->ReadMetricsSince(query, &out, &problems, last, &max_id, &cursor->newest_ns[name]);
+    Status s = read(*node, name, &out, &problems, last, &max_id);
     if (!s.ok()) problems.Add(s.message());
     last = max_id;
   }
@@ -140,20 +139,23 @@ StatusOr<MetricTable> RunReader::SystemMetricsSince(ChunkCursor* cursor, const M
   return out;
 }
 
+StatusOr<MetricTable> RunReader::SystemMetricsSince(ChunkCursor* cursor, const MetricQuery& query,
+                                                    bool refresh) {
+  return ReadSince<MetricTable>(
+      cursor, refresh,
+      [&](NodeStoreReader& node, const std::string& name, MetricTable* out, ReadProblems* problems,
+          int64_t after, int64_t* max_id) {
+        return node.ReadMetricsSince(query, out, problems, after, max_id, &cursor->newest_ns[name]);
+      });
+}
+
 StatusOr<EventTable> RunReader::EventsSince(EventCursor* cursor, const EventQuery& query,
                                             bool refresh) {
-  if (refresh) TP_RETURN_IF_ERROR(Refresh());
-  EventTable out;
-  ReadProblems problems;
-  for (auto& [name, node] : nodes_) {
-    int64_t& last = cursor->last_chunk_id[name];
-    int64_t max_id = last;
-    Status s = node->ReadEvents(query, &out, &problems, last, &max_id);
-    if (!s.ok()) problems.Add(s.message());
-    last = max_id;
-  }
-  NoteProblems(problems);
-  return out;
+  return ReadSince<EventTable>(cursor, refresh,
+                               [&](NodeStoreReader& node, const std::string&, EventTable* out,
+                                   ReadProblems* problems, int64_t after, int64_t* max_id) {
+                                 return node.ReadEvents(query, out, problems, after, max_id);
+                               });
 }
 
 StepTable BuildSteps(const EventTable& events) {

@@ -73,6 +73,10 @@ class RunReader {
  private:
   explicit RunReader(std::string dir) : dir_(std::move(dir)) {}
   void NoteProblems(const ReadProblems& p);
+  // Reads each store from its cursor position (`read(node, store path, out, problems,
+  // after_chunk_id, &max_chunk_id)`) and moves the cursor.
+  template <typename Table, typename ReadFn>
+  StatusOr<Table> ReadSince(ChunkCursor* cursor, bool refresh, const ReadFn& read);
 
   std::string dir_;
   model::RunMetadata metadata_;
