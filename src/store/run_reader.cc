@@ -112,6 +112,42 @@ StatusOr<MetricTable> RunReader::SystemMetrics(const MetricQuery& query) {
   return out;
 }
 
+namespace {
+
+template <typename T>
+void Permute(std::vector<T>& column, const std::vector<uint32_t>& order) {
+  std::vector<T> sorted;
+  sorted.reserve(column.size());
+  for (uint32_t i : order) sorted.push_back(std::move(column[i]));
+  column = std::move(sorted);
+}
+
+// Chunks are read in order of their first start, but a chunk may hold an event that starts
+// before the next chunk's first one (a phase span written when the phase ends lands in the same
+// final chunk as the last mark), so the rows are ordered once here. Already ordered tables --
+// the common case -- cost one pass.
+void SortByStart(EventTable* t) {
+  if (std::is_sorted(t->start_ns.begin(), t->start_ns.end())) return;
+  std::vector<uint32_t> order(t->size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return t->start_ns[a] < t->start_ns[b]; });
+  Permute(t->node, order);
+  Permute(t->name, order);
+  Permute(t->category, order);
+  Permute(t->mode, order);
+  Permute(t->kind, order);
+  Permute(t->rank, order);
+  Permute(t->pid, order);
+  Permute(t->tid, order);
+  Permute(t->step, order);
+  Permute(t->start_ns, order);
+  Permute(t->duration_ns, order);
+  Permute(t->args, order);
+}
+
+}  // namespace
+
 StatusOr<EventTable> RunReader::Events(const EventQuery& query) {
   EventTable out;
   ReadProblems problems;
@@ -120,6 +156,7 @@ StatusOr<EventTable> RunReader::Events(const EventQuery& query) {
     if (!s.ok()) problems.Add(s.message());
   }
   NoteProblems(problems);
+  SortByStart(&out);
   return out;
 }
 

@@ -51,6 +51,7 @@ class RunReader {
   Status Refresh();
 
   StatusOr<MetricTable> SystemMetrics(const MetricQuery& query);
+  // In start-time order over all nodes; events that start together keep the order stored.
   StatusOr<EventTable> Events(const EventQuery& query);
   // Samples written since `cursor` (updated) inside the query's window, each once.
   // Both refresh first (new node stores) unless `refresh` is false.

@@ -129,6 +129,44 @@ TEST(RunReaderTest, ProcessStoresMergeIntoTheirNode) {
   EXPECT_EQ(steps->size(), 8u);  // 6 from the node stores + one per process
 }
 
+// The shape the record e2e test met: marks flushed one by one, then a final chunk holding the
+// last mark and the phase spans (which start early). Reading by chunk put the last mark first.
+TEST(RunReaderTest, EventsComeInStartOrderWhateverTheChunks) {
+  std::string dir = MakeTempDir("trainprof_order");
+  model::RunMetadata m;
+  m.run_id = "o";
+  m.start_ns = kT0;
+  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  auto w = OpenNodeWriter(dir, TestNode());
+  ASSERT_TRUE(w.ok());
+  auto mark = [&](const std::string& name, int64_t t) {
+    model::Event e = Span("mark", model::kMissing, t, 0, model::kMissing);
+    e.name = name;
+    e.kind = model::EventKind::kInstant;
+    (*w)->AppendEvent(e);
+  };
+  mark("a_start", kT0 + 10 * kMs);
+  ASSERT_TRUE((*w)->Flush().ok());
+  mark("a_end", kT0 + 20 * kMs);
+  ASSERT_TRUE((*w)->Flush().ok());
+  mark("b_start", kT0 + 30 * kMs);
+  mark("b_end", kT0 + 40 * kMs);
+  model::Event phase = Span("phase", model::kMissing, kT0, 10 * kMs, model::kMissing);
+  phase.name = "initialization";
+  (*w)->AppendEvent(phase);
+  ASSERT_TRUE((*w)->Close().ok());
+
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  auto events = (*r)->Events({});
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < events->size(); ++i) names.push_back(events->names.at(events->name[i]));
+  EXPECT_EQ(names, (std::vector<std::string>{"initialization", "a_start", "a_end", "b_start",
+                                             "b_end"}));
+  EXPECT_TRUE(std::is_sorted(events->start_ns.begin(), events->start_ns.end()));
+}
+
 TEST(RunReaderTest, TailsNewEventsIncrementally) {
   std::string dir = MakeTempDir("trainprof_tail");
   model::RunMetadata m;
