@@ -5,6 +5,9 @@
     trainprof record --custom-rule examples/custom_rule.py -- python train.py
 
 A file may define several rules: every subclass of trainprof.rules.Rule in it is run.
+LongDataWaits implements update() instead of evaluate(): `record` evaluates it while the job
+runs (its findings are stored and acted on as they come), and offline it gets the whole run
+as one batch.
 """
 
 from __future__ import annotations
@@ -89,3 +92,44 @@ class BusyCpuWhileWaiting(Rule):
             evidence={"data_wait_share": share, "mean_cpu_utilization": busy,
                       "measured_steps": int(measured.sum())},
         )]
+
+
+class LongDataWaits(Rule):
+    """Incremental: counts the waits for the next batch longer than max_wait_ms, per process,
+    and fires once for a process when it has had min_waits of them."""
+
+    description = "Waits for the next batch longer than max_wait_ms, as they happen"
+    parameters = {"max_wait_ms": 20.0, "min_waits": 10}
+
+    def __init__(self, **overrides):
+        super().__init__(**overrides)
+        self.waits = {}  # (node, pid) -> [count, first start_ns, longest ns]
+
+    def update(self, run, new):
+        events = new.events
+        if not len(events):
+            return
+        waiting = events.column("category") == "data_wait"
+        self.datapoints += int(waiting.sum())
+        limit_ns = float(self.params["max_wait_ms"]) * 1e6
+        node = events.column("node")[waiting]
+        pid = events.column("pid")[waiting]
+        start = events.column("start_ns")[waiting]
+        duration = events.column("duration_ns")[waiting]
+        for i in np.argsort(start, kind="stable"):
+            if duration[i] <= limit_ns:
+                continue
+            key = (str(node[i]), int(pid[i]) if not np.isnan(pid[i]) else -1)
+            count, first, longest = self.waits.get(key, (0, int(start[i]), 0))
+            count, longest = count + 1, max(longest, int(duration[i]))
+            self.waits[key] = (count, first, longest)
+            if count == int(self.params["min_waits"]):
+                self.violations = (self.violations or 0) + 1
+                yield self.finding(
+                    f"process {key[1]} on {key[0]} waited more than "
+                    f"{self.params['max_wait_ms']:g} ms for a batch {count} times",
+                    node=key[0], start_ns=first, end_ns=int(start[i] + duration[i]),
+                    recommendation="Give the DataLoader more workers (num_workers), "
+                                   "pin_memory=True, or cache what __getitem__ computes.",
+                    evidence={"long_waits": count, "longest_wait_ms": longest / 1e6,
+                              "pid": key[1]})

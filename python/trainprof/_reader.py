@@ -216,6 +216,11 @@ class Run:
         return EventTable(self._run.events(_to_ns(start), _to_ns(end), _list(names),
                                            _list(categories), _list(ranks), _list(nodes)))
 
+    def new_system_metrics(self) -> MetricTable:
+        """Samples written since the previous call, each once (incremental tail of a live
+        run; the first call returns everything so far)."""
+        return MetricTable(self._run.new_system_metrics())
+
     def new_events(self) -> EventTable:
         """Events written since the previous call (incremental tail of a live run)."""
         table, self._cursor = self._run.events_since(self._cursor)

@@ -24,22 +24,67 @@ rules' findings have when read back from a run::
                     evidence={"step": int(row.step), "duration_ns": int(row.duration_ns)})
 
 Run it on a stored run with ``trainprof rules RUN --custom my_rule.py`` (parameters:
-``--rule SlowSteps.max_step_ms=200``), or at the end of a recorded job with
+``--rule SlowSteps.max_step_ms=200``), or on a recorded job with
 ``trainprof record --custom-rule my_rule.py -- python train.py``. ``python -m
 trainprof.rules_runner`` is the runner both use.
+
+A rule that ``evaluate``\ s the whole run is evaluated once, when the job ends. To be evaluated
+while the job runs, a rule implements :meth:`Rule.update` instead: it is called every few
+seconds with what the run gained since the previous call (:class:`NewData`) and keeps its own
+state between calls; its findings are stored and acted on (``--rules-config`` actions: stop
+the job, a command, a webhook) as they come. Offline, ``update`` is called once with the
+whole run, so the same rule gives the same findings live and offline when its logic does not
+depend on how the data is batched::
+
+    class HotCpu(Rule):
+        parameters = {"max_ratio": 0.95, "for_samples": 20}
+
+        def __init__(self, **overrides):
+            super().__init__(**overrides)
+            self.run_length = {}          # (node, device) -> consecutive hot samples
+
+        def update(self, run, new):
+            m = new.system_metrics.to_pandas()
+            m = m[m["metric"] == "cpu_utilization_ratio"]
+            self.datapoints += len(m)
+            for row in m.itertuples():
+                key = (row.node, row.device)
+                n = self.run_length[key] = self.run_length.get(key, 0) + 1 \
+                    if row.value > self.params["max_ratio"] else 0
+                if n == self.params["for_samples"]:
+                    yield self.finding(f"{row.device} above {self.params['max_ratio']:.0%}",
+                                       node=row.node, device=row.device,
+                                       start_ns=row.timestamp_ns, evidence={"samples": n})
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable
 
-from trainprof._reader import Finding, Run
+from trainprof._reader import EventTable, Finding, MetricTable, Run
 
 SEVERITIES = ("info", "warning", "critical")
 
-__all__ = ["Finding", "Rule", "RuleError", "SEVERITIES"]
+__all__ = ["Finding", "NewData", "Rule", "RuleError", "SEVERITIES"]
+
+
+@dataclass(frozen=True)
+class NewData:
+    """What a run gained since the previous :meth:`Rule.update` call.
+
+    system_metrics  samples written since then (each sample is in exactly one batch)
+    events          events written since then (steps are events of category "step"; a
+                    step's parts -- data_wait, forward, backward, optimizer -- may come in
+                    the batch before or after the step's own span)
+    final           True for the last call: the job has ended and this is the rest
+    """
+
+    system_metrics: MetricTable
+    events: EventTable
+    final: bool = False
 
 
 class RuleError(ValueError):
@@ -79,8 +124,24 @@ class Rule:
         return cls.name or cls.__name__
 
     def evaluate(self, run: Run) -> Iterable[Finding] | None:
-        """Looks at the run and returns (or yields) findings; None or nothing: no finding."""
-        raise NotImplementedError(f"{type(self).__name__}.evaluate is not implemented")
+        """Looks at the run and returns (or yields) findings; None or nothing: no finding.
+
+        A rule that implements :meth:`update` need not implement this: the whole run is then
+        given to ``update`` as one final batch."""
+        if self.is_incremental():
+            return self.update(run, NewData(run.system_metrics(), run.events(), final=True))
+        raise NotImplementedError(f"{type(self).__name__} implements neither evaluate nor "
+                                  "update")
+
+    def update(self, run: Run, new: NewData) -> Iterable[Finding] | None:
+        """Live evaluation: looks at what the run gained (`new`) and returns (or yields) the
+        findings it makes final now -- each once; keep what later calls need in `self`."""
+        raise NotImplementedError(f"{type(self).__name__}.update is not implemented")
+
+    @classmethod
+    def is_incremental(cls) -> bool:
+        """Whether the rule implements update() (and so is evaluated while the job runs)."""
+        return cls.update is not Rule.update
 
     def finding(self, message: str, *, severity: str = "warning", node: str = "",
                 device: str = "", start_ns: int = 0, end_ns: int | None = None,
@@ -137,7 +198,11 @@ def run_rule(rule: Rule, run: Run) -> dict:
     """Evaluates one rule; returns its entry in the shape of `trainprof rules --json`'s entries.
     Exceptions from the rule propagate (the runner reports them)."""
     returned = rule.evaluate(run)
-    findings = [check_finding(rule, f) for f in (returned or [])]
+    return rule_entry(rule, [check_finding(rule, f) for f in (returned or [])])
+
+
+def rule_entry(rule: Rule, findings: list[Finding]) -> dict:
+    """The rule's entry for `findings` (checked) and its counters."""
     violations = len(findings) if rule.violations is None else int(rule.violations)
     for field, value in (("datapoints", rule.datapoints), ("violations", violations)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -12,6 +12,17 @@ wrong, is reported in "errors" (naming the file and the rule); the other rules s
 
 Exit status: 0 when every rule ran, 1 when some failed (see "errors"), 2 for a usage error
 (the run cannot be opened, a bad --rule).
+
+With --live (what `record` runs while the job runs) it reads commands on stdin, one a line,
+and answers each with one JSON line on stdout:
+
+    poll     -> {"findings": [{"rule", "severity", ...}...], "errors": [...]}
+                rules that implement update() get what the run gained since the last poll
+    finish   -> the same line for the rest of the run (update(..., final=True)), then
+    (or EOF)    {"final": true, "rules": [entry...], "errors": [...]}: every rule's entry,
+                rules that only implement evaluate() evaluated now over the whole run
+
+A rule that raises while live is reported once in "errors" and not called again.
 """
 
 from __future__ import annotations
@@ -23,12 +34,14 @@ import importlib.util
 import inspect
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
 
-from trainprof.rules import Rule, RuleError, parse_value, run_rule
+from trainprof.rules import (NewData, Rule, RuleError, check_finding, finding_to_json, parse_value,
+                             rule_entry, run_rule)
 
 
 class UsageError(Exception):
@@ -78,16 +91,36 @@ def parse_overrides(texts: list[str]) -> dict[str, dict]:
     return out
 
 
-def evaluate(run_dir: str, files: list[str], overrides: dict[str, dict]) -> dict:
-    """Loads and runs the rules of `files` on the run; returns {"rules": [...], "errors": [...]}."""
+def _open(run_dir: str):
     from trainprof import Run
 
     try:
-        run = Run(run_dir)
+        return Run(run_dir)
     except Exception as e:  # noqa: BLE001 - the reader's error says what is wrong
         raise UsageError(f"cannot open run {run_dir}: {e}") from None
+
+
+def evaluate(run_dir: str, files: list[str], overrides: dict[str, dict],
+             required: list[str] = ()) -> dict:
+    """Loads and runs the rules of `files` on the run; returns {"rules": [...], "errors": [...]}."""
+    run = _open(run_dir)
     entries: list[dict] = []
     errors: list[dict] = []
+    for path, file, rule in _instantiate(files, overrides, errors, required):
+        try:
+            entries.append(run_rule(rule, run))
+        except RuleError as e:
+            errors.append({"file": path, "rule": rule.rule_name(), "error": str(e)})
+        except (Exception, SystemExit) as e:  # noqa: BLE001
+            errors.append({"file": path, "rule": rule.rule_name(), "error": _error_text(e, file)})
+    return {"rules": entries, "errors": errors}
+
+
+def _instantiate(files: list[str], overrides: dict[str, dict], errors: list[dict],
+                 required: list[str] = ()):
+    """(path, resolved file, rule instance) for each rule the files define, in order; files
+    that do not load and rules that cannot be created are entries of `errors`."""
+    out = []
     seen: dict[str, str] = {}
     for path in files:
         file = str(Path(path).resolve())
@@ -109,8 +142,7 @@ def evaluate(run_dir: str, files: list[str], overrides: dict[str, dict]) -> dict
                 continue
             seen[name] = path
             try:
-                rule = cls(**overrides.get(name, {}))
-                entries.append(run_rule(rule, run))
+                out.append((path, file, cls(**overrides.get(name, {}))))
             except RuleError as e:
                 errors.append({"file": path, "rule": name, "error": str(e)})
             except (Exception, SystemExit) as e:  # noqa: BLE001
@@ -119,7 +151,80 @@ def evaluate(run_dir: str, files: list[str], overrides: dict[str, dict]) -> dict
         if name not in seen:
             raise UsageError(f"--rule {name}.…: no custom rule named {name} "
                              f"(custom rules: {', '.join(seen) or 'none'})")
-    return {"rules": entries, "errors": errors}
+    for name in required:
+        if name not in seen:
+            raise UsageError(f"the rule configuration names {name}, which is neither a built-in "
+                             f"nor a custom rule (custom rules: {', '.join(seen) or 'none'})")
+    return out
+
+
+class _LiveRule:
+    def __init__(self, path: str, file: str, rule: Rule):
+        self.path, self.file, self.rule = path, file, rule
+        self.findings: list = []
+        self.keys: set = set()
+        self.failed = False
+
+
+def live(run_dir: str, files: list[str], overrides: dict[str, dict], commands, out,
+         required: list[str] = ()) -> None:
+    """The --live loop: answers each command read from `commands` with a JSON line on `out`."""
+    errors: list[dict] = []
+    rules = [_LiveRule(*r) for r in _instantiate(files, overrides, errors, required)]
+    run = _open(run_dir)
+
+    def fail(lr: _LiveRule, e: BaseException) -> dict:
+        lr.failed = True
+        text = str(e) if isinstance(e, RuleError) else _error_text(e, lr.file)
+        return {"file": lr.path, "rule": lr.rule.rule_name(), "error": text}
+
+    def poll(final: bool) -> None:
+        new = NewData(run.new_system_metrics(), run.new_events(), final=final)
+        found: list[dict] = []
+        failed: list[dict] = []
+        for lr in rules:
+            if lr.failed or not lr.rule.is_incremental():
+                continue
+            try:
+                for f in lr.rule.update(run, new) or []:
+                    f = check_finding(lr.rule, f)
+                    key = (f.node, f.device, f.start_ns, f.end_ns, f.message)
+                    if key in lr.keys:  # a rule that repeats itself: once is enough
+                        continue
+                    lr.keys.add(key)
+                    lr.findings.append(f)
+                    found.append({"rule": f.rule, **finding_to_json(f)})
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - reported, others go on
+                failed.append(fail(lr, e))
+        errors.extend(failed)
+        _send(out, {"findings": found, "errors": failed})
+
+    for line in commands:
+        command = line.strip()
+        if command == "poll":
+            poll(final=False)
+        elif command == "finish":
+            break
+        elif command:
+            _send(out, {"findings": [], "errors": [{"file": "", "rule": None,
+                                                    "error": f"unknown command {command!r}"}]})
+    poll(final=True)
+    entries = []
+    for lr in rules:
+        try:
+            if lr.rule.is_incremental():
+                if not lr.failed:
+                    entries.append(rule_entry(lr.rule, lr.findings))
+            else:
+                entries.append(run_rule(lr.rule, run))
+        except (Exception, SystemExit) as e:  # noqa: BLE001
+            errors.append(fail(lr, e))
+    _send(out, {"final": True, "rules": entries, "errors": errors})
+
+
+def _send(out, message: dict) -> None:
+    out.write(json.dumps(message) + "\n")
+    out.flush()
 
 
 def _print_text(result: dict, out) -> None:
@@ -148,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="Python file defining trainprof.rules.Rule subclasses (repeatable)")
     parser.add_argument("--rule", action="append", default=[], metavar="NAME.param=value",
                         help="override a custom rule's parameter (repeatable)")
+    parser.add_argument("--require", action="append", default=[], metavar="NAME",
+                        help="fail (usage error) unless a custom rule has this name")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--live", action="store_true",
+                        help="answer poll/finish commands on stdin with JSON lines (record)")
     args = parser.parse_args(argv)
     # What rules print goes to stderr, also what C extensions write to fd 1: stdout carries
     # the results (JSON) alone.
@@ -157,7 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            result = evaluate(args.run, args.custom, parse_overrides(args.rule))
+            if args.live:
+                # `record` owns the terminal's ^C (it passes it to the job); the runner ends
+                # with the job, on "finish" or EOF.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                with os.fdopen(os.dup(saved_stdout), "w") as out:
+                    live(args.run, args.custom, parse_overrides(args.rule), sys.stdin, out,
+                         args.require)
+                return 0
+            result = evaluate(args.run, args.custom, parse_overrides(args.rule), args.require)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

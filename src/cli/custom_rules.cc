@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <nlohmann/json.hpp>
 
+#include "analyze/rules/actions.h"
 #include "base/files.h"
 #include "base/time.h"
 #include "model/finding.h"
@@ -51,12 +53,24 @@ std::vector<std::string> RunnerEnvironment(const std::string& package_dir) {
   return out;
 }
 
-// Runs argv with `env`, collecting stdout; stderr passes through (what the rules print).
-StatusOr<int> RunCollectingStdout(const std::vector<std::string>& argv,
-                                  const std::vector<std::string>& env, int64_t timeout_ns,
-                                  std::string* out) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Internal("pipe: " + ErrnoMessage(errno));
+struct Spawned {
+  pid_t pid = 0;
+  int out_fd = -1;  // the child's stdout
+  int in_fd = -1;   // the child's stdin, when asked for
+};
+
+// Starts argv with `env`, its stdout (and stdin when `with_stdin`) on pipes; stderr passes
+// through (what the rules print).
+StatusOr<Spawned> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                        bool with_stdin) {
+  int out[2];
+  int in[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0) return Internal("pipe: " + ErrnoMessage(errno));
+  if (with_stdin && pipe2(in, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return Internal("pipe: " + ErrnoMessage(errno));
+  }
   std::vector<char*> args, envp;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -66,23 +80,47 @@ StatusOr<int> RunCollectingStdout(const std::vector<std::string>& argv,
   // (`record` blocks the signals it relays).
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  if (with_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t empty;
   sigemptyset(&empty);
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = 0;
-  const int err = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), envp.data());
+  Spawned s;
+  const int err = posix_spawnp(&s.pid, args[0], &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  close(fds[1]);
+  close(out[1]);
+  if (with_stdin) close(in[0]);
   if (err != 0) {
-    close(fds[0]);
+    close(out[0]);
+    if (with_stdin) close(in[1]);
     return NotFound("cannot run the Python interpreter '" + argv[0] + "': " + ErrnoMessage(err) +
                     " (set --python or $TRAINPROF_PYTHON)");
   }
+  s.out_fd = out[0];
+  s.in_fd = in[1];
+  return s;
+}
+
+int WaitStatus(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
+
+// Runs argv with `env`, collecting stdout; stderr passes through (what the rules print).
+StatusOr<int> RunCollectingStdout(const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& env, int64_t timeout_ns,
+                                  std::string* out) {
+  TP_ASSIGN_OR_RETURN(Spawned child, Spawn(argv, env, /*with_stdin=*/false));
+  const pid_t pid = child.pid;
+  int fds[1] = {child.out_fd};
   const int64_t deadline = MonotonicNowNs() + timeout_ns;
   char buf[65536];
   bool timed_out = false;
@@ -104,16 +142,13 @@ StatusOr<int> RunCollectingStdout(const std::vector<std::string>& argv,
   }
   close(fds[0]);
   if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return Internal("waitpid: " + ErrnoMessage(errno));
-  }
+  const int status = WaitStatus(pid);
   if (timed_out) {
     return Unavailable("custom rules did not finish within " +
                        std::to_string(timeout_ns / 1'000'000'000) + " s and were stopped");
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + WTERMSIG(status);
+  if (status < 0) return Internal("waitpid: " + ErrnoMessage(errno));
+  return status;
 }
 
 std::string JsonString(const nlohmann::json& j, const char* key) {
@@ -124,6 +159,53 @@ std::string JsonString(const nlohmann::json& j, const char* key) {
 int64_t JsonInt(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<int64_t>() : 0;
+}
+
+StatusOr<model::Finding> ParseFinding(const nlohmann::json& f, const std::string& rule) {
+  model::Finding finding;
+  finding.rule = rule;
+  if (!model::ParseSeverity(JsonString(f, "severity"), &finding.severity)) {
+    return InvalidArgument("custom rule " + rule + ": bad severity in the runner output");
+  }
+  finding.node = JsonString(f, "node");
+  finding.device = JsonString(f, "device");
+  finding.start_ns = JsonInt(f, "start_ns");
+  finding.end_ns = JsonInt(f, "end_ns");
+  finding.message = JsonString(f, "message");
+  finding.recommendation = JsonString(f, "recommendation");
+  finding.evidence_json =
+      f.contains("evidence") && f["evidence"].is_object() ? f["evidence"].dump() : "{}";
+  return finding;
+}
+
+std::vector<std::string> ParseErrors(const nlohmann::json& j) {
+  std::vector<std::string> out;
+  if (!j.contains("errors") || !j["errors"].is_array()) return out;
+  for (const nlohmann::json& e : j["errors"]) {
+    const std::string rule = JsonString(e, "rule");
+    out.push_back("custom " + (rule.empty() ? "" : "rule " + rule + " in ") +
+                  JsonString(e, "file") + ": " + JsonString(e, "error"));
+  }
+  return out;
+}
+
+std::vector<std::string> RunnerArgv(const std::string& run_dir, const CustomRulesOptions& options,
+                                    const char* mode) {
+  std::vector<std::string> argv = {FindPython(options.python), "-m", "trainprof.rules_runner",
+                                   run_dir, mode};
+  for (const std::string& f : options.files) {
+    argv.push_back("--custom");
+    argv.push_back(f);
+  }
+  for (const std::string& o : options.overrides) {
+    argv.push_back("--rule");
+    argv.push_back(o);
+  }
+  for (const std::string& name : options.required) {
+    argv.push_back("--require");
+    argv.push_back(name);
+  }
+  return argv;
 }
 
 }  // namespace
@@ -172,51 +254,23 @@ StatusOr<CustomRulesOutcome> ParseCustomRulesOutput(const std::string& json_text
     if (e.contains("details") && e["details"].is_object()) r.details = e["details"];
     if (e.contains("findings") && e["findings"].is_array()) {
       for (const nlohmann::json& f : e["findings"]) {
-        model::Finding finding;
-        finding.rule = r.name;
-        if (!model::ParseSeverity(JsonString(f, "severity"), &finding.severity)) {
-          return InvalidArgument("custom rule " + r.name + ": bad severity in the runner output");
-        }
-        finding.node = JsonString(f, "node");
-        finding.device = JsonString(f, "device");
-        finding.start_ns = JsonInt(f, "start_ns");
-        finding.end_ns = JsonInt(f, "end_ns");
-        finding.message = JsonString(f, "message");
-        finding.recommendation = JsonString(f, "recommendation");
-        finding.evidence_json =
-            f.contains("evidence") && f["evidence"].is_object() ? f["evidence"].dump() : "{}";
+        TP_ASSIGN_OR_RETURN(model::Finding finding, ParseFinding(f, r.name));
         r.findings.push_back(std::move(finding));
       }
     }
     outcome.results.push_back(std::move(r));
   }
-  if (j.contains("errors") && j["errors"].is_array()) {
-    for (const nlohmann::json& e : j["errors"]) {
-      const std::string rule = JsonString(e, "rule");
-      outcome.errors.push_back("custom " + (rule.empty() ? "" : "rule " + rule + " in ") +
-                               JsonString(e, "file") + ": " + JsonString(e, "error"));
-    }
-  }
+  outcome.errors = ParseErrors(j);
   return outcome;
 }
 
 StatusOr<CustomRulesOutcome> RunCustomRules(const std::string& run_dir,
                                             const CustomRulesOptions& options) {
   if (options.files.empty()) return CustomRulesOutcome{};
-  const std::string package = FindPythonPackageDir();
-  std::vector<std::string> argv = {FindPython(options.python), "-m", "trainprof.rules_runner",
-                                   run_dir, "--json"};
-  for (const std::string& f : options.files) {
-    argv.push_back("--custom");
-    argv.push_back(f);
-  }
-  for (const std::string& o : options.overrides) {
-    argv.push_back("--rule");
-    argv.push_back(o);
-  }
+  const std::vector<std::string> argv = RunnerArgv(run_dir, options, "--json");
   std::string output;
-  TP_ASSIGN_OR_RETURN(
-      int code, RunCollectingStdout(argv, RunnerEnvironment(package), options.timeout_ns, &output));
+  TP_ASSIGN_OR_RETURN(int code, RunCollectingStdout(argv, RunnerEnvironment(FindPythonPackageDir()),
+                                                    options.timeout_ns, &output));
   if (code == 2) {
     return InvalidArgument("custom rules not run (see the error above from " + argv[0] + ")");
   }
@@ -228,6 +282,131 @@ StatusOr<CustomRulesOutcome> RunCustomRules(const std::string& run_dir,
                     "$TRAINPROF_PYTHON)");
   }
   return outcome;
+}
+
+StatusOr<std::unique_ptr<LiveCustomRules>> LiveCustomRules::Start(
+    const std::string& run_dir, const CustomRulesOptions& options) {
+  const std::vector<std::string> argv = RunnerArgv(run_dir, options, "--live");
+  TP_ASSIGN_OR_RETURN(Spawned child,
+                      Spawn(argv, RunnerEnvironment(FindPythonPackageDir()), /*with_stdin=*/true));
+  std::unique_ptr<LiveCustomRules> live(new LiveCustomRules());
+  live->runner_ = argv[0];
+  live->timeout_ns_ = options.timeout_ns;
+  live->pid_ = child.pid;
+  live->out_fd_ = child.out_fd;
+  live->in_fd_ = child.in_fd;
+  return live;
+}
+
+LiveCustomRules::~LiveCustomRules() { Stop(); }
+
+void LiveCustomRules::Stop() {
+  if (in_fd_ >= 0) close(in_fd_);
+  if (out_fd_ >= 0) close(out_fd_);
+  in_fd_ = out_fd_ = -1;
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    WaitStatus(pid_);
+    pid_ = 0;
+  }
+}
+
+void LiveCustomRules::Read(int wait_ms) {
+  char buf[65536];
+  const int64_t deadline = MonotonicNowNs() + int64_t{wait_ms} * 1'000'000;
+  while (!eof_ && out_fd_ >= 0) {
+    const int64_t left_ms = std::max<int64_t>(0, (deadline - MonotonicNowNs()) / 1'000'000);
+    pollfd p{out_fd_, POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      eof_ = true;
+      break;
+    }
+    if (r == 0) {
+      if (left_ms == 0) break;
+      continue;
+    }
+    const ssize_t n = read(out_fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      eof_ = true;
+      break;
+    }
+    buffer_.append(buf, static_cast<size_t>(n));
+    size_t newline;
+    while ((newline = buffer_.find('\n')) != std::string::npos) {
+      HandleLine(buffer_.substr(0, newline));
+      buffer_.erase(0, newline + 1);
+    }
+    if (final_) break;
+  }
+}
+
+void LiveCustomRules::HandleLine(const std::string& line) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    if (bad_lines_.size() < 5) bad_lines_.push_back(line.substr(0, 200));
+    return;
+  }
+  if (j.value("final", false)) {
+    auto outcome = ParseCustomRulesOutput(line);
+    if (outcome.ok()) final_ = std::move(*outcome);
+    return;
+  }
+  waiting_ = false;
+  ++polls_answered_;
+  if (!j.contains("findings") || !j["findings"].is_array()) return;
+  for (const nlohmann::json& f : j["findings"]) {
+    auto finding = ParseFinding(f, JsonString(f, "rule"));
+    if (finding.ok()) found_.push_back(std::move(*finding));
+  }
+}
+
+std::vector<model::Finding> LiveCustomRules::Poll() {
+  Read(/*wait_ms=*/0);
+  if (!waiting_ && !eof_ && in_fd_ >= 0) {
+    if (analyze::rules::WriteToPipe(in_fd_, "poll\n")) {
+      waiting_ = true;
+    } else {
+      eof_ = true;
+    }
+  }
+  return std::exchange(found_, {});
+}
+
+StatusOr<CustomRulesOutcome> LiveCustomRules::Finish(std::vector<model::Finding>* last) {
+  if (in_fd_ >= 0) {
+    (void)analyze::rules::WriteToPipe(in_fd_, "finish\n");
+    close(in_fd_);
+    in_fd_ = -1;
+  }
+  const int64_t deadline = MonotonicNowNs() + timeout_ns_;
+  while (!final_ && !eof_ && MonotonicNowNs() < deadline) {
+    Read(static_cast<int>(std::min<int64_t>((deadline - MonotonicNowNs()) / 1'000'000, 1000)));
+  }
+  *last = std::exchange(found_, {});
+  const bool timed_out = !final_ && !eof_;
+  int status = 0;
+  if (timed_out) {
+    Stop();
+  } else {
+    close(out_fd_);
+    out_fd_ = -1;
+    status = WaitStatus(pid_);
+    pid_ = 0;
+  }
+  if (final_) return std::move(*final_);
+  if (timed_out) {
+    return Unavailable("custom rules did not finish within " +
+                       std::to_string(timeout_ns_ / 1'000'000'000) + " s after the job and were "
+                       "stopped");
+  }
+  std::string why = status == 2 ? "see the error above from " + runner_
+                                : runner_ + " -m trainprof.rules_runner --live exited with status " +
+                                      std::to_string(status);
+  if (!bad_lines_.empty()) why += "; it printed: " + bad_lines_.front();
+  return Internal("custom rules ended without results (" + why + ")");
 }
 
 }  // namespace trainprof::cli

@@ -9,9 +9,18 @@
 // python3 on PATH. The package directory (put on PYTHONPATH of the runner):
 // $TRAINPROF_PYTHON_PACKAGE_DIR, else <package>/ when this executable is <package>/bin/trainprof.
 //
-// Threads: plain functions, called from the CLI's main thread.
+// While `record`'s job runs, LiveCustomRules keeps one runner (`... --live`) that evaluates the
+// rules implementing update() on what the run gained at each poll; findings come back as they
+// are made, to be stored and acted on like the built-in rules' live findings.
+//
+// Threads: the functions are called from the CLI's main thread; a LiveCustomRules from one
+// thread at a time (the live thread, then the main thread at the end).
+
+#include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +32,7 @@ namespace trainprof::cli {
 struct CustomRulesOptions {
   std::vector<std::string> files;      // Python files defining Rule subclasses
   std::vector<std::string> overrides;  // NAME.param=value for the custom rules
+  std::vector<std::string> required;   // names a configuration gave: each must be defined
   std::string python;                  // interpreter; "" = found as described above
   int64_t timeout_ns = 600'000'000'000;
 };
@@ -45,5 +55,44 @@ StatusOr<CustomRulesOutcome> RunCustomRules(const std::string& run_dir,
 
 // Parses the runner's JSON output (tests).
 StatusOr<CustomRulesOutcome> ParseCustomRulesOutput(const std::string& json_text);
+
+class LiveCustomRules {
+ public:
+  // Starts the runner on `run_dir` (run.json must exist).
+  static StatusOr<std::unique_ptr<LiveCustomRules>> Start(const std::string& run_dir,
+                                                          const CustomRulesOptions& options);
+  ~LiveCustomRules();  // stops a runner still running
+  LiveCustomRules(const LiveCustomRules&) = delete;
+  LiveCustomRules& operator=(const LiveCustomRules&) = delete;
+
+  // Never waits: returns the findings the runner has reported since the last call, and asks it
+  // to poll again once it has answered the previous request (a slow rule delays only itself).
+  std::vector<model::Finding> Poll();
+  // Tells the runner the job has ended and waits (up to the options' timeout) for its last
+  // findings (into `last`: those not returned by Poll) and every rule's entry.
+  StatusOr<CustomRulesOutcome> Finish(std::vector<model::Finding>* last);
+
+  int64_t polls_answered() const { return polls_answered_; }
+
+ private:
+  LiveCustomRules() = default;
+  // Reads what the runner wrote, waiting up to `wait_ms`; handles each complete line.
+  void Read(int wait_ms);
+  void HandleLine(const std::string& line);
+  void Stop();
+
+  std::string runner_;  // argv[0], for messages
+  int64_t timeout_ns_ = 0;
+  pid_t pid_ = 0;
+  int out_fd_ = -1;
+  int in_fd_ = -1;
+  std::string buffer_;
+  bool eof_ = false;
+  bool waiting_ = false;  // a poll was asked and not answered yet
+  int64_t polls_answered_ = 0;
+  std::vector<model::Finding> found_;
+  std::vector<std::string> bad_lines_;
+  std::optional<CustomRulesOutcome> final_;
+};
 
 }  // namespace trainprof::cli

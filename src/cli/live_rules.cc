@@ -28,12 +28,47 @@ std::string FormatCpu(const analyze::rules::LiveStats& s) {
 
 }  // namespace
 
+LiveRules::LiveRules(analyze::rules::RuleConfig config, CustomRulesOptions custom)
+    : config_(std::move(config)), custom_(std::move(custom)) {
+  if (!custom_.files.empty()) {
+    analyze::rules::CustomRuleEntries entries = analyze::rules::TakeCustomRules(&config_);
+    custom_.overrides.insert(custom_.overrides.end(), entries.overrides.begin(),
+                             entries.overrides.end());
+    custom_.required = entries.names;
+    action_config_.actions = std::move(entries.actions);
+  }
+  for (const auto& [rule, list] : config_.actions) action_config_.actions[rule] = list;
+}
+
 LiveRules::~LiveRules() {
   if (actions_) actions_->Drain();
 }
 
 void LiveRules::Poll(const agent::RecordOptions::LiveContext& ctx) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!actions_) {
+    const pid_t child = ctx.child;
+    analyze::rules::ActionRunner::StopFn stop;
+    if (child > 0) {  // never kill(-1, ...): an agent watching others' jobs has no child
+      stop = [child](const model::Finding&, int64_t grace_ns) {
+        return analyze::rules::StopProcess(child, grace_ns);
+      };
+    }
+    actions_ = std::make_unique<analyze::rules::ActionRunner>(action_config_, std::move(stop));
+  }
+  PollBuiltin(ctx);
+  PollCustom(ctx);
+}
+
+void LiveRules::Act(const std::vector<model::Finding>& findings,
+                    const agent::RecordOptions::LiveContext* ctx) {
+  for (const auto& f : findings) {
+    actions_->Submit(f);
+    if (ctx != nullptr && ctx->store_finding) ctx->store_finding(f);
+  }
+}
+
+void LiveRules::PollBuiltin(const agent::RecordOptions::LiveContext& ctx) {
   if (failed_) return;
   if (!eval_) {
     auto opened = analyze::rules::LiveEvaluator::Open(ctx.run_dir, config_);
@@ -43,14 +78,6 @@ void LiveRules::Poll(const agent::RecordOptions::LiveContext& ctx) {
       return;
     }
     eval_ = std::move(*opened);
-    const pid_t child = ctx.child;
-    analyze::rules::ActionRunner::StopFn stop;
-    if (child > 0) {  // never kill(-1, ...): an agent watching others' jobs has no child
-      stop = [child](const model::Finding&, int64_t grace_ns) {
-        return analyze::rules::StopProcess(child, grace_ns);
-      };
-    }
-    actions_ = std::make_unique<analyze::rules::ActionRunner>(config_, std::move(stop));
   }
   auto findings = eval_->Poll();
   if (!findings.ok()) {
@@ -58,11 +85,54 @@ void LiveRules::Poll(const agent::RecordOptions::LiveContext& ctx) {
     TP_LOG_WARNING("live rules: " + findings.status().message());
     return;
   }
-  for (auto& f : *findings) {
-    actions_->Submit(f);
-    if (ctx.store_finding) ctx.store_finding(f);
-    ++stored_live_;
+  Act(*findings, &ctx);
+  stored_live_ += static_cast<int64_t>(findings->size());
+}
+
+void LiveRules::PollCustom(const agent::RecordOptions::LiveContext& ctx) {
+  if (custom_.files.empty() || custom_failed_) return;
+  if (!custom_live_) {
+    auto started = LiveCustomRules::Start(ctx.run_dir, custom_);
+    if (!started.ok()) {
+      custom_failed_ = true;
+      TP_LOG_WARNING("live custom rules off (evaluated when the job ends): " +
+                     started.status().message());
+      return;
+    }
+    custom_live_ = std::move(*started);
   }
+  const std::vector<model::Finding> found = custom_live_->Poll();
+  Act(found, &ctx);
+  custom_stored_live_ += static_cast<int64_t>(found.size());
+}
+
+std::optional<StatusOr<CustomRulesOutcome>> LiveRules::FinishCustom(const std::string& run_dir,
+                                                                    std::ostream& out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (custom_.files.empty()) return std::nullopt;
+  // The job has ended: a stop action has nothing left to stop.
+  if (actions_) actions_->Drain();
+  actions_ = std::make_unique<analyze::rules::ActionRunner>(action_config_, nullptr);
+  StatusOr<CustomRulesOutcome> outcome = CustomRulesOutcome{};
+  std::vector<model::Finding> unacted;
+  if (custom_live_) {
+    outcome = custom_live_->Finish(&unacted);
+    custom_live_.reset();
+    if (outcome.ok()) {
+      out << "trainprof: custom rules evaluated live (" << custom_stored_live_ << " finding"
+          << (custom_stored_live_ == 1 ? "" : "s") << " stored while the job ran)\n";
+    }
+  } else {
+    outcome = RunCustomRules(run_dir, custom_);
+    if (outcome.ok()) {
+      for (const auto& r : outcome->results) {
+        unacted.insert(unacted.end(), r.findings.begin(), r.findings.end());
+      }
+    }
+  }
+  Act(unacted, nullptr);
+  actions_->Drain();
+  return outcome;
 }
 
 const analyze::rules::RuleEngine* LiveRules::Finish(std::ostream& out) {
@@ -76,8 +146,8 @@ const analyze::rules::RuleEngine* LiveRules::Finish(std::ostream& out) {
   }
   // The job has ended: a stop action has nothing left to stop.
   actions_->Drain();
-  actions_ = std::make_unique<analyze::rules::ActionRunner>(config_, nullptr);
-  for (const auto& f : *last) actions_->Submit(f);
+  actions_ = std::make_unique<analyze::rules::ActionRunner>(action_config_, nullptr);
+  Act(*last, nullptr);
   actions_->Drain();
   const auto stats = eval_->stats();
   out << "trainprof: rules evaluated live (" << stats.polls << " polls, " << stored_live_

@@ -50,8 +50,9 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("command", opts->command, "The command to run, after --")->required();
   auto custom = std::make_shared<CustomRulesOptions>();
   cmd->add_option("--custom-rule", custom->files,
-                  "Python file with custom rules (trainprof.rules.Rule subclasses), evaluated "
-                  "when the command ends; their findings are stored in the run (repeatable)")
+                  "Python file with custom rules (trainprof.rules.Rule subclasses): those with "
+                  "update() are evaluated while the command runs, the others when it ends; "
+                  "findings are stored in the run and acted on (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--custom-rule-param", custom->overrides,
                   "Override a custom rule's parameter: NAME.param=value (repeatable)")
@@ -74,13 +75,13 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
       if (!rules_config->empty()) {
         TP_ASSIGN_OR_RETURN(config, analyze::rules::LoadRuleConfig(*rules_config));
       }
-      auto live = std::make_shared<LiveRules>(config);
+      auto live = std::make_shared<LiveRules>(config, *custom);
       if (*live_every_s > 0) {
         opts->live_period_ns = static_cast<int64_t>(*live_every_s * 1e9);
         opts->live_poll = [live](const agent::RecordOptions::LiveContext& ctx) { live->Poll(ctx); };
       }
-      opts->on_finished = [live, custom](const std::string& run_dir, std::ostream& out) {
-        FinishRecordedRun(run_dir, out, live.get(), *custom);
+      opts->on_finished = [live](const std::string& run_dir, std::ostream& out) {
+        FinishRecordedRun(run_dir, out, live.get());
       };
       StatusOr<int> code = agent::RunRecord(*opts, std::cerr);
       if (!code.ok()) return code.status();

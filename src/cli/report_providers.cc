@@ -204,8 +204,14 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules*
   if (evaluated != nullptr) {
     results = evaluated->Results();
     std::vector<model::Finding> findings;
-    if (!custom.files.empty()) {
-      auto outcome = RunCustomRules(run_dir, custom);
+    std::optional<StatusOr<CustomRulesOutcome>> custom_outcome;
+    if (live != nullptr) {
+      custom_outcome = live->FinishCustom(run_dir, out);
+    } else if (!custom.files.empty()) {
+      custom_outcome = RunCustomRules(run_dir, custom);
+    }
+    if (custom_outcome) {
+      auto& outcome = *custom_outcome;
       if (outcome.ok()) {
         for (const std::string& e : outcome->errors) out << "trainprof: warning: " << e << "\n";
         for (auto& r : outcome->results) {

@@ -47,8 +47,9 @@ void UseAnalyses(report::BuildOptions* build);
 // Custom Python rules (`record --custom-rule`) run after the built-in ones; their findings are
 // stored too and a failing custom rule is a warning.
 // Problems are printed as warnings; nothing here can change the recorded command's exit code.
-// With `live`, the rules it evaluated while the job ran are finished instead (same findings);
-// `custom` adds Python custom rules, evaluated at the end.
+// With `live`, the rules it evaluated while the job ran are finished instead (same findings),
+// custom rules included (`live` owns their options then); without, `custom` adds Python
+// custom rules, evaluated at the end.
 class LiveRules;
 void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live = nullptr,
                        const CustomRulesOptions& custom = {});

@@ -133,10 +133,17 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   if (!options.config_file.empty()) {
     TP_ASSIGN_OR_RETURN(config, rules::LoadRuleConfig(options.config_file));
   }
-  // With custom rules, an override naming no built-in rule is for the custom ones.
+  // With custom rules, configuration entries and overrides naming no built-in rule are for
+  // the custom ones.
   CustomRulesOptions custom;
   custom.files = options.custom;
   custom.python = options.python;
+  rules::CustomRuleEntries custom_entries;
+  if (!custom.files.empty()) {
+    custom_entries = rules::TakeCustomRules(&config);
+    custom.overrides = custom_entries.overrides;
+    custom.required = custom_entries.names;
+  }
   for (const std::string& o : options.overrides) {
     const std::string name = o.substr(0, o.find('.'));
     if (!custom.files.empty() && !rules::RuleRegistry::Global().Find(name).ok()) {
@@ -176,7 +183,9 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   }
   std::vector<rules::ActionOutcome> outcomes;
   if (options.run_actions) {
-    rules::ActionRunner runner(engine->config(), nullptr);
+    rules::RuleConfig action_config = engine->config();
+    for (auto& [rule, list] : custom_entries.actions) action_config.actions[rule] = list;
+    rules::ActionRunner runner(action_config, nullptr);
     for (const auto& f : findings) runner.Submit(f);
     runner.Drain();
     outcomes = runner.TakeOutcomes();

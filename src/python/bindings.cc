@@ -180,6 +180,12 @@ class PyRun {
     return py::make_tuple(EventsToPy(std::move(table)), c.last_chunk_id);
   }
 
+  // Samples written since the previous call (the cursor lives here: it is per series).
+  py::dict new_system_metrics() {
+    return MetricsToPy(
+        Unwrap(Release([&] { return reader_->SystemMetricsSince(&metric_cursor_, {}); })));
+  }
+
   py::dict steps() {
     return StepsToPy(Unwrap(Release([&] { return reader_->Steps(); })));
   }
@@ -238,6 +244,7 @@ class PyRun {
 
  private:
   std::unique_ptr<store::RunReader> reader_;
+  store::ChunkCursor metric_cursor_;
 };
 
 // Writes a run from Python: for users bringing their own data and for tests. One node.
@@ -367,6 +374,7 @@ class TrainprofError(Exception):
            py::arg("names") = py::none(), py::arg("categories") = py::none(),
            py::arg("ranks") = py::none(), py::arg("nodes") = py::none())
       .def("events_since", &PyRun::events_since, py::arg("cursor"))
+      .def("new_system_metrics", &PyRun::new_system_metrics)
       .def("steps", &PyRun::steps)
       .def("findings", &PyRun::findings)
       .def("series", &PyRun::series)

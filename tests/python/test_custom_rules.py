@@ -127,7 +127,7 @@ def test_example_rules_fire_on_the_planted_problems(tmp_path):
     result = rules_runner.evaluate(str(run_dir), [str(EXAMPLE)], {})
     assert result["errors"] == []
     by_name = {e["name"]: e for e in result["rules"]}
-    assert list(by_name) == ["SlowSteps", "BusyCpuWhileWaiting"]  # definition order
+    assert list(by_name) == ["SlowSteps", "BusyCpuWhileWaiting", "LongDataWaits"]  # in order
     slow = by_name["SlowSteps"]
     assert slow["triggered"] and slow["violations"] == 2 and slow["datapoints"] == 20
     [f] = slow["findings"]
@@ -137,6 +137,11 @@ def test_example_rules_fire_on_the_planted_problems(tmp_path):
     busy = by_name["BusyCpuWhileWaiting"]
     # 20 steps wait 50 ms each of 3.6 s in all: 28 % < 30 %, below the default share.
     assert not busy["triggered"] and busy["findings"] == []
+    # The incremental rule, given the whole run at once: 20 waits of 50 ms, fired at the 10th.
+    waits = by_name["LongDataWaits"]
+    assert waits["triggered"] and waits["datapoints"] == 20
+    [f] = waits["findings"]
+    assert f["evidence"] == {"long_waits": 10, "longest_wait_ms": 50.0, "pid": 10}
 
     lowered = rules_runner.evaluate(str(run_dir), [str(EXAMPLE)],
                                     {"BusyCpuWhileWaiting": {"wait_share": 0.2},
@@ -194,7 +199,7 @@ def test_runner_usage_errors(tmp_path):
                            "--custom", str(EXAMPLE), "--rule", "Other.x=1", "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert "no custom rule named Other (custom rules: SlowSteps, BusyCpuWhileWaiting)" in \
+    assert "no custom rule named Other (custom rules: SlowSteps, BusyCpuWhileWaiting, LongDataWaits)" in \
         proc.stderr
     proc = subprocess.run([sys.executable, "-m", "trainprof.rules_runner", str(run_dir),
                            "--custom", str(EXAMPLE), "--rule", "SlowSteps.nope=1", "--json"],
@@ -223,7 +228,7 @@ def test_cli_rules_merges_custom_rules_into_the_json(tmp_path, trainprof_cli):
     out = json.loads(proc.stdout)
     names = [e["name"] for e in out["rules"]]
     assert "LowGPUUtilization" in names and "StepOutlier" in names  # the built-ins
-    assert names[-2:] == ["SlowSteps", "BusyCpuWhileWaiting"]  # custom rules after them
+    assert names[-3:] == ["SlowSteps", "BusyCpuWhileWaiting", "LongDataWaits"]  # after them
     for e in out["rules"]:
         assert set(e) == ENTRY_KEYS, e["name"]
         for f in e["findings"]:
@@ -358,3 +363,147 @@ def test_cli_rules_store_writes_custom_findings_once(tmp_path, trainprof_cli):
     names = [e["name"] for e in json.loads(again.stdout)["rules"]]
     assert names.count("SlowSteps") == 1
     assert {e["name"]: e for e in json.loads(again.stdout)["rules"]}["SlowSteps"]["details"] == {}
+
+
+# -- live (incremental) custom rules ---------------------------------------------------------
+
+
+def test_update_rule_live_gives_its_findings_as_they_come_and_the_offline_ones(tmp_path):
+    """The runner's --live loop, driven as `record` drives it: each poll sees only what the run
+    gained, each finding comes once, and the end equals one offline evaluation."""
+    import io
+
+    run_dir = tmp_path / "live"
+    w = trainprof.RunWriter(run_dir, node="algo-1", name="live", start_ns=T0)
+
+    def waits(first_step, n, wait_ms):
+        for s in range(first_step, first_step + n):
+            t = T0 + s * 100 * MS
+            w.append_event("data_wait", "data_wait", t, wait_ms * MS, mode="train", step=s,
+                           pid=10, rank=0)
+        w.flush()
+
+    waits(0, 6, 30)  # 6 long waits: below min_waits=10
+    out = io.StringIO()
+    replies = []
+
+    def commands():
+        yield "poll\n"
+        replies.append(out.getvalue())
+        waits(6, 5, 30)  # 11 long waits: the finding
+        yield "poll\n"
+        replies.append(out.getvalue())
+        waits(11, 3, 5)  # short waits: nothing new
+        yield "poll\n"
+        w.close(end_ns=T0 + 14 * 100 * MS, exit_status=0)
+
+    rules_runner.live(str(run_dir), [str(EXAMPLE)], {}, commands(), out)
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [bool(x.get("final")) for x in lines] == [False, False, False, False, True]
+    found = [[f["rule"] for f in x["findings"]] for x in lines[:4]]
+    assert found == [[], ["LongDataWaits"], [], []]  # once, at the poll that saw it
+    live_finding = lines[1]["findings"][0]
+    assert live_finding["evidence"] == {"long_waits": 10, "longest_wait_ms": 30.0, "pid": 10}
+    assert live_finding["start_ns"] == T0 and live_finding["end_ns"] == T0 + 9 * 100 * MS + 30 * MS
+    assert len(replies) == 2 and replies[0].count("\n") == 1  # answered before the next write
+
+    final = lines[-1]
+    by_name = {e["name"]: e for e in final["rules"]}
+    # Rules that only evaluate() ran at the end, over the whole run; the incremental one's
+    # entry holds what it found live.
+    assert set(by_name) == {"SlowSteps", "BusyCpuWhileWaiting", "LongDataWaits"}
+    assert by_name["LongDataWaits"]["findings"] == [
+        {k: v for k, v in live_finding.items() if k != "rule"}]
+    assert by_name["LongDataWaits"]["datapoints"] == 14
+
+    offline = rules_runner.evaluate(str(run_dir), [str(EXAMPLE)], {})
+    assert {e["name"]: e for e in offline["rules"]}["LongDataWaits"] == by_name["LongDataWaits"]
+
+
+def test_update_rule_that_raises_live_is_reported_once_and_stops_being_called(tmp_path):
+    import io
+
+    rule = write_rule_file(tmp_path, "flaky.py", """
+        from trainprof.rules import Rule
+
+        class Flaky(Rule):
+            def update(self, run, new):
+                self.datapoints += 1
+                if self.datapoints == 2:
+                    raise RuntimeError("second poll fails")
+                return []
+    """)
+    run_dir = write_run(tmp_path / "r")
+    out = io.StringIO()
+    rules_runner.live(str(run_dir), [str(rule)], {}, iter(["poll\n"] * 4), out)
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    errors = [e for x in lines[:-1] for e in x["errors"]]
+    assert len(errors) == 1 and "RuntimeError: second poll fails" in errors[0]["error"]
+    assert errors[0]["rule"] == "Flaky"
+    assert lines[-1]["final"] and lines[-1]["rules"] == [] and len(lines[-1]["errors"]) == 1
+
+
+def test_record_evaluates_an_update_rule_live_and_runs_its_actions(tmp_path, trainprof_cli):
+    """`record --custom-rule` with an incremental rule: the finding is stored while the job
+    runs, its configured actions run (a command gets the finding as JSON; stop ends the job),
+    and listing only the custom rule in the configuration evaluates no built-in rule."""
+    got = tmp_path / "finding.json"
+    config = tmp_path / "rules.json"
+    config.write_text(json.dumps({"rules": {"LongDataWaits": {
+        "parameters": {"min_waits": 15},
+        "actions": [
+            {"type": "command", "command": [sys.executable, "-c",
+                                            f"import sys; open({str(got)!r}, 'w').write("
+                                            "sys.stdin.read())"]},
+            {"type": "stop", "grace_s": 5}]}}}))
+    job = textwrap.dedent("""
+        import time
+        import trainprof
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            with trainprof.step(mode="train"):
+                with trainprof.span("data_wait", category="data_wait"):
+                    time.sleep(0.03)
+                with trainprof.span("forward", category="forward"):
+                    time.sleep(0.01)
+    """)
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([*trainprof_cli, "record", "--out", str(run_dir), "--interval", "200ms",
+                           "--no-gpu", "--custom-rule", str(EXAMPLE), "--rules-config",
+                           str(config), "--live-rules-every", "1", "--", sys.executable, "-c",
+                           job], capture_output=True, text=True, timeout=150)
+    # Stopped by the custom rule's action (SIGTERM: 128 + 15) long before its own 90 s.
+    assert proc.returncode == 143, proc.stderr
+    assert "custom rules evaluated live (1 finding stored while the job ran)" in proc.stderr
+    run = trainprof.open(run_dir)
+    assert (run.metadata["end_ns"] - run.metadata["start_ns"]) / 1e9 < 60
+    findings = run.findings()
+    # Only what the configuration selected: the custom rule, no built-in one.
+    assert [f.rule for f in findings] == ["LongDataWaits"], proc.stderr
+    assert findings[0].evidence["long_waits"] == 15
+    # The finding was stored before the job ended, not at the end.
+    assert findings[0].end_ns < run.metadata["end_ns"]
+    sent = json.loads(got.read_text())
+    assert sent["rule"] == "LongDataWaits" and sent["evidence"]["long_waits"] == 15
+
+
+def test_rule_config_naming_an_unknown_rule_with_custom_rules_is_an_error(tmp_path, trainprof_cli):
+    run_dir = write_run(tmp_path / "r")
+    config = tmp_path / "rules.json"
+    config.write_text(json.dumps({"rules": {"NoSuchRule": {"parameters": {"x": 1}}}}))
+    proc = subprocess.run([*trainprof_cli, "rules", str(run_dir), "--custom", str(EXAMPLE),
+                           "--config", str(config), "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "NoSuchRule" in proc.stderr
+    # A custom rule's parameters from the configuration reach it.
+    config.write_text(json.dumps({"rules": {"SlowSteps": {"parameters": {"max_step_ms": 2000}}}}))
+    proc = subprocess.run([*trainprof_cli, "rules", str(run_dir), "--custom", str(EXAMPLE),
+                           "--config", str(config), "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    entries = {e["name"]: e for e in json.loads(proc.stdout)["rules"]}
+    assert entries["SlowSteps"]["parameters"]["max_step_ms"] == 2000
+    assert not entries["SlowSteps"]["triggered"]  # no step reaches 2 s
+    # Only custom rules listed: no built-in rule evaluated (the files' rules all run).
+    assert set(entries) == {"SlowSteps", "BusyCpuWhileWaiting", "LongDataWaits"}

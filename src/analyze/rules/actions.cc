@@ -69,6 +69,27 @@ StatusOr<StopOutcome> StopProcess(pid_t pid, int64_t grace_ns, bool process_grou
   return out;
 }
 
+bool WriteToPipe(int fd, const std::string& data) {
+  // The reader may have exited: a blocked SIGPIPE turns that into EPIPE here, and the pending
+  // signal is consumed before unblocking.
+  sigset_t pipe_set, old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = write(fd, data.data() + written, data.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  timespec zero{0, 0};
+  while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  return written == data.size();
+}
+
 StatusOr<int> RunCommandWithInput(const std::vector<std::string>& argv, const std::string& input,
                                   int64_t timeout_ns) {
   if (argv.empty()) return InvalidArgument("empty command");
@@ -90,23 +111,8 @@ StatusOr<int> RunCommandWithInput(const std::vector<std::string>& argv, const st
     return NotFound("cannot run '" + argv[0] + "': " + ErrnoMessage(err));
   }
   close(fds[0]);
-  // The command may exit without reading: a blocked SIGPIPE turns that into EPIPE here.
-  sigset_t pipe_set, old_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-  size_t written = 0;
-  while (written < input.size()) {
-    const ssize_t n = write(fds[1], input.data() + written, input.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
+  (void)WriteToPipe(fds[1], input);
   close(fds[1]);
-  timespec zero{0, 0};
-  while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
-  }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
 
   const int64_t start = MonotonicNowNs();
   int status = 0;

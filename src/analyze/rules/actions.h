@@ -43,6 +43,10 @@ struct ActionOutcome {
   std::string detail;  // "exit status 0", "HTTP 200", "SIGKILL after 30 s grace", errors
 };
 
+// Writes all of `data` to the pipe `fd` (blocking); false when the reader has gone (EPIPE,
+// without a SIGPIPE to this process).
+bool WriteToPipe(int fd, const std::string& data);
+
 // Runs `argv` without a shell, writes `input` to its stdin, waits up to `timeout_ns`.
 // Returns its exit status (128 + signal when killed by one).
 StatusOr<int> RunCommandWithInput(const std::vector<std::string>& argv, const std::string& input,

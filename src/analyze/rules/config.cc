@@ -1,7 +1,9 @@
 #include "analyze/rules/config.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "analyze/rules/registry.h"
 #include "base/files.h"
 
 namespace trainprof::analyze::rules {
@@ -121,6 +123,48 @@ Status ApplyParamOverride(const std::string& text, RuleConfig* config) {
   if (v.is_discarded() || !(v.is_number() || v.is_null())) v = value;
   config->parameters[rule][param] = v;
   return OkStatus();
+}
+
+CustomRuleEntries TakeCustomRules(RuleConfig* config) {
+  CustomRuleEntries out;
+  auto custom = [](const std::string& name) {
+    return !RuleRegistry::Global().Find(name).ok();
+  };
+  const bool listed = !config->rules.empty();
+  std::vector<std::string> builtin;
+  for (const std::string& name : config->rules) {
+    (custom(name) ? out.names : builtin).push_back(name);
+  }
+  config->rules = builtin;
+  if (listed && builtin.empty()) config->no_builtin = true;
+  for (auto it = config->parameters.begin(); it != config->parameters.end();) {
+    if (!custom(it->first)) {
+      ++it;
+      continue;
+    }
+    if (std::find(out.names.begin(), out.names.end(), it->first) == out.names.end()) {
+      out.names.push_back(it->first);
+    }
+    if (it->second.is_object()) {
+      for (const auto& [param, value] : it->second.items()) {
+        out.overrides.push_back(it->first + "." + param + "=" +
+                                (value.is_string() ? value.get<std::string>() : value.dump()));
+      }
+    }
+    it = config->parameters.erase(it);
+  }
+  for (auto it = config->actions.begin(); it != config->actions.end();) {
+    if (!custom(it->first)) {
+      ++it;
+      continue;
+    }
+    if (std::find(out.names.begin(), out.names.end(), it->first) == out.names.end()) {
+      out.names.push_back(it->first);
+    }
+    out.actions[it->first] = std::move(it->second);
+    it = config->actions.erase(it);
+  }
+  return out;
 }
 
 }  // namespace trainprof::analyze::rules

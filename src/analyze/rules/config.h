@@ -36,7 +36,20 @@ struct RuleConfig {
   std::vector<std::string> rules;                    // as selected; empty: ProfilerReport
   std::map<std::string, nlohmann::json> parameters;  // rule -> {param: value}
   std::map<std::string, std::vector<ActionConfig>> actions;
+  // Set when every rule the configuration listed was a custom one (TakeCustomRules): no
+  // built-in rule is evaluated then, instead of ProfilerReport.
+  bool no_builtin = false;
 };
+
+// The entries of a configuration that name no built-in rule: custom (Python) rules, known only
+// once their files are loaded by the runner, which checks the names.
+struct CustomRuleEntries {
+  std::vector<std::string> names;
+  std::vector<std::string> overrides;  // "NAME.param=value" for the runner
+  std::map<std::string, std::vector<ActionConfig>> actions;
+};
+// Moves those entries out of `config` (its rules, parameters and actions).
+CustomRuleEntries TakeCustomRules(RuleConfig* config);
 
 // `origin` names the file in error messages.
 StatusOr<RuleConfig> ParseRuleConfig(const std::string& json_text, const std::string& origin);

@@ -112,7 +112,7 @@ StatusOr<std::unique_ptr<RuleEngine>> RuleEngine::Create(const RuleConfig& confi
   engine->instance_type_ = run.instance_type;
 
   std::vector<std::string> selected = config.rules;
-  if (selected.empty()) selected.push_back(kProfilerReport);
+  if (selected.empty() && !config.no_builtin) selected.push_back(kProfilerReport);
   // A parameter given for a rule selects it too (`--rule StepOutlier.stddev=2`).
   for (const auto& [name, unused] : config.parameters) {
     if (std::find(selected.begin(), selected.end(), name) == selected.end()) {

@@ -342,6 +342,35 @@ TEST(EngineTest, ConfigFileSelectsRulesParametersAndActions) {
   EXPECT_FALSE(ParseRuleConfig(R"({"rules": {"X": {"params": {}}}})", "c.json").ok());
 }
 
+TEST(EngineTest, CustomRuleEntriesLeaveTheConfigForTheRunner) {
+  auto cfg = ParseRuleConfig(R"({"rules": {
+      "StepOutlier": {"parameters": {"stddev": 2}},
+      "LongDataWaits": {"parameters": {"min_waits": 15, "label": "x"},
+                        "actions": [{"type": "stop"}]},
+      "OnlyActions": {"actions": [{"type": "log"}]}}})",
+                             "c.json");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+  CustomRuleEntries custom = TakeCustomRules(&*cfg);
+  EXPECT_EQ(custom.names, (std::vector<std::string>{"LongDataWaits", "OnlyActions"}));
+  EXPECT_EQ(custom.overrides,
+            (std::vector<std::string>{"LongDataWaits.label=x", "LongDataWaits.min_waits=15"}));
+  EXPECT_EQ(custom.actions["LongDataWaits"].size(), 1u);
+  EXPECT_EQ(cfg->rules, (std::vector<std::string>{"StepOutlier"}));
+  EXPECT_FALSE(cfg->no_builtin);
+  EXPECT_EQ(cfg->parameters.size(), 1u);
+  EXPECT_TRUE(cfg->actions.empty());
+  EXPECT_TRUE(RuleEngine::Create(*cfg, model::RunMetadata{}).ok());
+
+  // Listing only custom rules selects no built-in one (not ProfilerReport).
+  auto only = ParseRuleConfig(R"({"rules": {"LongDataWaits": {}}})", "c.json");
+  ASSERT_TRUE(only.ok());
+  TakeCustomRules(&*only);
+  EXPECT_TRUE(only->no_builtin);
+  auto engine = RuleEngine::Create(*only, model::RunMetadata{});
+  ASSERT_TRUE(engine.ok());
+  EXPECT_TRUE((*engine)->Results().empty());
+}
+
 // A rule added from outside the library: counts eval steps and fires on the first.
 class EvalSeen : public Rule {
  public:
