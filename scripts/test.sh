@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting check, the C++ unit tests (ctest), the same tests under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and the Python tests (pytest, last, so that
-# its summary line closes the output). The sanitizer pass runs when TRAINPROF_SANITIZE=1:
+# AddressSanitizer + UndefinedBehaviorSanitizer, a short libFuzzer run of each importer
+# (FUZZ_SECONDS each, default 15), and the Python tests (pytest, last, so that its summary line
+# closes the output). The sanitizer pass runs when TRAINPROF_SANITIZE=1:
 #   TRAINPROF_SANITIZE=1 bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,16 @@ if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build/asan -j"$JOBS" -L "^(${labels})$" --output-on-failure --timeout 600
 fi
+
+echo; echo "== fuzzing the importers (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:=15} s each)"
+# A clang build of the fuzz targets only (the importers, store and model libraries they link,
+# coverage-instrumented); the same targets' corpus replays ran in ctest above.
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPROF_BUILD_FUZZ=ON -DTRAINPROF_BUILD_TESTS=OFF \
+  -DTRAINPROF_BUILD_PYTHON=OFF >/dev/null
+cmake --build build/fuzz -j"$JOBS" --target fuzz_kineto_import fuzz_smdebug_import fuzz_json_text \
+  >/dev/null
+FUZZ_SECONDS=$FUZZ_SECONDS sh fuzz/run_fuzz.sh build/fuzz
 
 echo; echo "== Python tests"
 python -m pytest tests/python -q

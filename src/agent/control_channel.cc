@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "base/logging.h"
 #include "base/time.h"
 
@@ -47,14 +48,14 @@ std::string Answer(const StatusOr<std::string>& result) {
   if (!result.ok()) {
     j["ok"] = false;
     j["error"] = result.status().message();
-    return j.dump();
+    return DumpJson(j);
   }
   if (!result->empty()) {
     j = nlohmann::json::parse(*result, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) j = nlohmann::json::object();
   }
   j["ok"] = true;
-  return j.dump();
+  return DumpJson(j);
 }
 
 // Reads until '\n' or the deadline; false on timeout, error or an oversized request.
@@ -119,7 +120,7 @@ std::string ControlRequestToJson(const ControlRequest& request) {
   if (request.ts_ns) j["ts_ns"] = *request.ts_ns;
   if (request.start_ns) j["start_ns"] = *request.start_ns;
   if (request.end_ns) j["end_ns"] = *request.end_ns;
-  return j.dump();
+  return DumpJson(j);
 }
 
 ControlServer::ControlServer(std::string path, int listen_fd, int wake_read, int wake_write,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "base/logging.h"
 #include "base/time.h"
 #include "collect/collector_factory.h"
@@ -65,7 +66,7 @@ StatusOr<std::string> RecordingSession::HandleControl(const ControlRequest& requ
     j["run_dir"] = options_.run_dir;
     j["node"] = node_.node;
     j["pid"] = static_cast<int64_t>(::getpid());
-    return j.dump();
+    return DumpJson(j);
   }
   return InvalidArgument("unknown request type '" + request.type + "'");
 }

@@ -11,11 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <utility>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "analyze/rules/actions.h"
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "base/time.h"
 #include "model/finding.h"
 
@@ -174,7 +175,7 @@ StatusOr<model::Finding> ParseFinding(const nlohmann::json& f, const std::string
   finding.message = JsonString(f, "message");
   finding.recommendation = JsonString(f, "recommendation");
   finding.evidence_json =
-      f.contains("evidence") && f["evidence"].is_object() ? f["evidence"].dump() : "{}";
+      f.contains("evidence") && f["evidence"].is_object() ? DumpJson(f["evidence"]) : "{}";
   return finding;
 }
 
@@ -399,12 +400,14 @@ StatusOr<CustomRulesOutcome> LiveCustomRules::Finish(std::vector<model::Finding>
   if (final_) return std::move(*final_);
   if (timed_out) {
     return Unavailable("custom rules did not finish within " +
-                       std::to_string(timeout_ns_ / 1'000'000'000) + " s after the job and were "
+                       std::to_string(timeout_ns_ / 1'000'000'000) +
+                       " s after the job and were "
                        "stopped");
   }
-  std::string why = status == 2 ? "see the error above from " + runner_
-                                : runner_ + " -m trainprof.rules_runner --live exited with status " +
-                                      std::to_string(status);
+  std::string why = status == 2
+                        ? "see the error above from " + runner_
+                        : runner_ + " -m trainprof.rules_runner --live exited with status " +
+                              std::to_string(status);
   if (!bad_lines_.empty()) why += "; it printed: " + bad_lines_.front();
   return Internal("custom rules ended without results (" + why + ")");
 }

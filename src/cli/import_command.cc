@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/json_dump.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -53,7 +54,7 @@ Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
       files.push_back(fj);
     }
     j["files"] = files;
-    out << j.dump(2) << "\n";
+    out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
   std::vector<std::vector<std::string>> rows = {
@@ -97,7 +98,7 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
                       {"parse_errors", r.parse_errors},
                       {"skipped", r.skipped}};
   if (options.json) {
-    out << j.dump(2) << "\n";
+    out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
   out << "imported into " << options.out << ": " << r.system_samples << " system samples from "
@@ -121,7 +122,7 @@ Status RunImportHorovod(const ImportOptions& options, std::ostream& out) {
   if (options.json) {
     nlohmann::json j = {
         {"run", options.out}, {"spans", r.spans}, {"instants", r.instants}, {"nodes", r.nodes}};
-    out << j.dump(2) << "\n";
+    out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
   out << "imported " << r.spans << " spans and " << r.instants << " instants into " << options.out

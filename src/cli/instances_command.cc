@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/json_dump.h"
 #include "base/time.h"
 #include "cli/command.h"
 #include "cli/cost_command.h"
@@ -91,7 +92,7 @@ Status RunInstances(const InstancesOptions& options, std::ostream& out) {
                    {"notes", t->notes},
                    {"origin", t->origin}});
     }
-    out << nlohmann::json{{"catalog", catalog.origin}, {"instances", a}}.dump(2) << "\n";
+    out << DumpJson(nlohmann::json{{"catalog", catalog.origin}, {"instances", a}}, 2) << "\n";
     return OkStatus();
   }
   if (rows.empty()) {

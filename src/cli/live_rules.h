@@ -44,8 +44,8 @@ class LiveRules {
            const agent::RecordOptions::LiveContext* ctx);
 
   std::mutex mu_;
-  analyze::rules::RuleConfig config_;          // the built-in rules
-  analyze::rules::RuleConfig action_config_;   // actions of built-in and custom rules
+  analyze::rules::RuleConfig config_;         // the built-in rules
+  analyze::rules::RuleConfig action_config_;  // actions of built-in and custom rules
   CustomRulesOptions custom_;
   std::unique_ptr<analyze::rules::LiveEvaluator> eval_;
   std::unique_ptr<LiveCustomRules> custom_live_;

@@ -9,6 +9,7 @@
 #include "base/time.h"
 
 #include "analyze/cost/catalog.h"
+#include "base/json_dump.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -91,7 +92,7 @@ Status RunLs(const LsOptions& options, std::ostream& out) {
           costs[i].cost_usd ? nlohmann::json(*costs[i].cost_usd) : nlohmann::json(nullptr);
       j.push_back(row);
     }
-    out << nlohmann::json{{"runs", j}}.dump(2) << "\n";
+    out << DumpJson(nlohmann::json{{"runs", j}}, 2) << "\n";
     return OkStatus();
   }
   if (runs.empty()) {

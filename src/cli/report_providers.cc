@@ -7,6 +7,7 @@
 #include "analyze/cost/cost_model.h"
 #include "analyze/cost/finding_cost.h"
 #include "analyze/rules/evaluate.h"
+#include "base/json_dump.h"
 #include "cli/live_rules.h"
 #include "report/write_reports.h"
 #include "store/run_reader.h"
@@ -26,7 +27,7 @@ report::RulesSection FromEngine(const std::vector<analyze::rules::RuleResult>& r
     out.triggered = r.triggered;
     out.violations = r.violations;
     out.datapoints = r.datapoints;
-    out.parameters_json = r.parameters.dump();
+    out.parameters_json = DumpJson(r.parameters);
     int worst = -1;
     for (const model::Finding& f : r.findings) {
       if (SeverityRank(f.severity) > worst) {

@@ -12,6 +12,7 @@
 #include "analyze/rules/config.h"
 #include "analyze/rules/evaluate.h"
 #include "analyze/rules/registry.h"
+#include "base/json_dump.h"
 #include "base/time.h"
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -42,13 +43,14 @@ Status ListRules(const RulesOptions& options, std::ostream& out) {
                       {"description", s.description},
                       {"parameters", params}});
     }
-    out << nlohmann::json{{"rules", list}}.dump(2) << "\n";
+    out << DumpJson(nlohmann::json{{"rules", list}}, 2) << "\n";
     return OkStatus();
   }
   for (const auto& s : specs) {
     out << s.name << (s.sagemaker ? "  (SageMaker)" : "") << "\n  " << s.description << "\n";
     for (const auto& p : s.params) {
-      out << "    " << p.name << " = " << p.default_value.dump() << "  " << p.description << "\n";
+      out << "    " << p.name << " = " << DumpJson(p.default_value) << "  " << p.description
+          << "\n";
     }
   }
   return OkStatus();
@@ -203,7 +205,7 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
       j["actions"] = list;
     }
     if (!custom_errors.empty()) j["custom_rule_errors"] = custom_errors;
-    out << j.dump(2) << "\n";
+    out << DumpJson(j, 2) << "\n";
     return CustomErrorsStatus(custom_errors);
   }
   for (const std::string& p : (*reader)->problems()) out << "warning: " << p << "\n";

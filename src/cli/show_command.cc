@@ -6,6 +6,7 @@
 #include <memory>
 #include "base/time.h"
 
+#include "base/json_dump.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -74,7 +75,7 @@ Status RunShow(const ShowOptions& options, std::ostream& out) {
     j["findings"] = findings.size();
     j["data_quality"] = counters;
     j["problems"] = reader->problems();
-    out << j.dump(2) << "\n";
+    out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
 

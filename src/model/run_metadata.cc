@@ -6,6 +6,7 @@
 #include <random>
 
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "base/time.h"
 
 namespace trainprof::model {
@@ -64,7 +65,7 @@ std::string RunMetadataToJson(const RunMetadata& m) {
   PutOptional(j, "instance_count", m.instance_count);
   j["tags"] = m.tags;
   j["trainprof_version"] = m.trainprof_version;
-  return j.dump(2) + "\n";
+  return DumpJson(j, 2) + "\n";
 }
 
 StatusOr<RunMetadata> RunMetadataFromJson(const std::string& text, const std::string& origin) {
@@ -116,7 +117,7 @@ std::string NodeInfoToJson(const NodeInfo& n) {
   j["gpus"] = gpus;
   j["instance_type"] = n.instance_type;
   PutOptional(j, "clock_offset_ns", n.clock_offset_ns);
-  return j.dump();
+  return DumpJson(j);
 }
 
 StatusOr<NodeInfo> NodeInfoFromJson(const std::string& text, const std::string& origin) {

@@ -647,7 +647,8 @@ std::string RenderHtml(const Report& r) {
   p.Text(assets::kDygraphsNotice);
   p.Add("</pre></details></footer>");
   p.Add("<script type=\"application/json\" id=\"tp-charts\">");
-  p.Add(JsonForScript(p.charts.specs().dump(-1, ' ', /*ensure_ascii=*/true)));
+  p.Add(JsonForScript(p.charts.specs().dump(-1, ' ', /*ensure_ascii=*/true,
+                                            nlohmann::json::error_handler_t::replace)));
   p.Add("</script><script>");
   p.Add(assets::kDygraphsJs);
   p.Add("</script><script>");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "report/report_html.h"
 #include "report/report_json.h"
 #include "store/run_reader.h"
@@ -103,7 +104,7 @@ StatusOr<WrittenReports> WriteReports(const std::string& run_dir, const WriteOpt
   if (options.write_json) {
     out.json_path =
         options.json_path.empty() ? JoinPath(run_dir, "report.json") : options.json_path;
-    std::string text = ReportToJson(report).dump(1) + "\n";
+    std::string text = DumpJson(ReportToJson(report), 1) + "\n";
     TP_RETURN_IF_ERROR(WriteFileAtomically(out.json_path, text));
     out.json_bytes = static_cast<int64_t>(text.size());
   }

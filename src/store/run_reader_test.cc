@@ -162,8 +162,8 @@ TEST(RunReaderTest, EventsComeInStartOrderWhateverTheChunks) {
   ASSERT_TRUE(events.ok());
   std::vector<std::string> names;
   for (size_t i = 0; i < events->size(); ++i) names.push_back(events->names.at(events->name[i]));
-  EXPECT_EQ(names, (std::vector<std::string>{"initialization", "a_start", "a_end", "b_start",
-                                             "b_end"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"initialization", "a_start", "a_end", "b_start", "b_end"}));
   EXPECT_TRUE(std::is_sorted(events->start_ns.begin(), events->start_ns.end()));
 }
 

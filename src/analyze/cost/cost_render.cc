@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "analyze/cost/cost_model.h"
+#include "base/json_dump.h"
 #include "base/time.h"
 
 namespace trainprof::cost {
@@ -174,7 +175,7 @@ std::string CostReportToJson(const CostReport& r) {
   j["rules_fired"] = r.rules_fired;
   j["notes"] = r.notes;
   j["warnings"] = r.warnings;
-  return j.dump(2);
+  return DumpJson(j, 2);
 }
 
 std::string CostReportToText(const CostReport& r) {

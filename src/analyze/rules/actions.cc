@@ -14,6 +14,7 @@
 
 #include "analyze/rules/engine.h"
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "base/logging.h"
 #include "base/time.h"
 
@@ -226,7 +227,7 @@ ActionOutcome ActionRunner::RunOne(const ActionConfig& action, const model::Find
   ActionOutcome out;
   out.rule = finding.rule;
   out.action = ActionTypeName(action.type);
-  const std::string json = FindingToJson(finding).dump();
+  const std::string json = DumpJson(FindingToJson(finding));
   switch (action.type) {
     case ActionConfig::Type::kLog:
       TP_LOG_WARNING("rule " + finding.rule + " fired on " + finding.node +

@@ -5,6 +5,7 @@
 
 #include "analyze/rules/registry.h"
 #include "base/files.h"
+#include "base/json_dump.h"
 
 namespace trainprof::analyze::rules {
 
@@ -127,9 +128,7 @@ Status ApplyParamOverride(const std::string& text, RuleConfig* config) {
 
 CustomRuleEntries TakeCustomRules(RuleConfig* config) {
   CustomRuleEntries out;
-  auto custom = [](const std::string& name) {
-    return !RuleRegistry::Global().Find(name).ok();
-  };
+  auto custom = [](const std::string& name) { return !RuleRegistry::Global().Find(name).ok(); };
   const bool listed = !config->rules.empty();
   std::vector<std::string> builtin;
   for (const std::string& name : config->rules) {
@@ -148,7 +147,7 @@ CustomRuleEntries TakeCustomRules(RuleConfig* config) {
     if (it->second.is_object()) {
       for (const auto& [param, value] : it->second.items()) {
         out.overrides.push_back(it->first + "." + param + "=" +
-                                (value.is_string() ? value.get<std::string>() : value.dump()));
+                                (value.is_string() ? value.get<std::string>() : DumpJson(value)));
       }
     }
     it = config->parameters.erase(it);

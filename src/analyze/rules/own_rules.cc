@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "analyze/rules/rule_util.h"
+#include "base/json_dump.h"
 
 namespace trainprof::analyze::rules {
 namespace {
@@ -116,7 +117,7 @@ class DataLoaderStarvationRule : public StepWindowRule {
             std::to_string(st.last_step) + ", threshold " + Pct(threshold_) + ")",
         "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to the "
         "cores per GPU (this node: " +
-            (cores.is_null() ? std::string("n/a") : cores.dump()) +
+            (cores.is_null() ? std::string("n/a") : DumpJson(cores)) +
             "), pin_memory=True, persistent_workers=True and a larger prefetch_factor; move "
             "decoding/augmentation to the GPU or pre-process the dataset offline.",
         {{"data_wait_share", Round(share)},

@@ -1,4 +1,5 @@
 #include "analyze/rules/rule.h"
+#include "base/json_dump.h"
 
 #include <algorithm>
 #include <cmath>
@@ -43,15 +44,15 @@ StatusOr<Params> ResolveParams(const RuleSpec& spec, const nlohmann::json& overr
     const bool numeric = found->default_value.is_number();
     if (numeric && !value.is_number()) {
       return InvalidArgument("parameter " + spec.name + "." + key + " must be a number, got " +
-                             value.dump());
+                             DumpJson(value));
     }
     if (!numeric && !value.is_string() && !value.is_null()) {
       return InvalidArgument("parameter " + spec.name + "." + key + " must be text, got " +
-                             value.dump());
+                             DumpJson(value));
     }
     if (numeric && (!std::isfinite(value.get<double>()) || value.get<double>() < 0)) {
       return InvalidArgument("parameter " + spec.name + "." + key +
-                             " must be a finite number >= 0, got " + value.dump());
+                             " must be a finite number >= 0, got " + DumpJson(value));
     }
     values[key] = value;
   }

@@ -11,6 +11,7 @@
 
 #include "analyze/rules/rule.h"
 #include "analyze/stats/stats.h"
+#include "base/json_dump.h"
 #include "model/event.h"
 
 namespace trainprof::analyze::rules {
@@ -27,7 +28,7 @@ inline model::Finding MakeFinding(model::Severity severity, const std::string& n
   f.end_ns = std::max(start_ns, end_ns);
   f.message = std::move(message);
   f.recommendation = std::move(recommendation);
-  f.evidence_json = evidence.dump();
+  f.evidence_json = DumpJson(evidence);
   return f;
 }
 

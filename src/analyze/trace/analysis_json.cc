@@ -1,4 +1,5 @@
 #include "analyze/trace/analysis_json.h"
+#include "base/json_dump.h"
 
 #include <nlohmann/json.hpp>
 
@@ -125,7 +126,7 @@ std::string AnalysisToJson(const std::vector<RankAnalysis>& ranks,
     }
     doc["diff"] = d;
   }
-  return doc.dump(2);
+  return DumpJson(doc, 2);
 }
 
 }  // namespace trainprof::analyze::trace

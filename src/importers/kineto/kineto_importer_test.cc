@@ -250,5 +250,27 @@ TEST(KinetoImporterTest, BadEventsAreCountedNotFatal) {
   EXPECT_EQ(f.categories.at("brand_new_category"), 1);
 }
 
+// Found by fuzz_kineto_import: a byte that is not UTF-8 in a device name made the node info's
+// JSON throw and aborted the import. Bad bytes are kept as U+FFFD now, everywhere we write JSON.
+TEST(KinetoImporterTest, InvalidUtf8InNamesIsReplacedNotFatal) {
+  std::string dir = TempDir();
+  testing::WriteFile(dir + "/utf8.json",
+                     "{\"deviceProperties\": [{\"id\": 0, \"name\": \"GPU \xe1\"}],\n"
+                     " \"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": "
+                     "\"k\xff\", \"pid\": 0, \"tid\": 7, \"ts\": 10, \"dur\": 2}]}");
+  KinetoImportOptions o;
+  o.traces = {dir + "/utf8.json"};
+  o.out = dir + "/run";
+  auto r = ImportKineto(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->files[0].events_stored, 1);
+  auto reader = store::RunReader::Open(o.out);
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  auto infos = (*reader)->node_infos();
+  ASSERT_EQ(infos.size(), 1u);
+  ASSERT_EQ(infos[0]->gpus.size(), 1u);
+  EXPECT_EQ(infos[0]->gpus[0].name, "GPU \xef\xbf\xbd");
+}
+
 }  // namespace
 }  // namespace trainprof::importers::kineto

@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "importers/common/byte_source.h"
 #include "importers/common/chrome_trace_importer.h"
 #include "importers/common/import_counters.h"
@@ -244,7 +245,7 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
       if (json::ParseInt64(mm[4].str(), &step) && step >= 0) ev.step = step;
       auto bytes = fs::file_size(path);
       nlohmann::json args = {{"python_stats", path}, {"bytes", bytes}};
-      ev.args = args.dump();
+      ev.args = DumpJson(args);
       TP_ASSIGN_OR_RETURN(auto* w, builder->Node(Node(mm[3].str())));
       w->AppendEvent(std::move(ev));
       builder->NoteTime(start_ns, end_ns);
