@@ -1,5 +1,7 @@
 #include "importers/common/json_text.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -10,15 +12,32 @@ namespace {
 
 bool IsScalarEnd(char c) { return c == ',' || c == '}' || c == ']' || IsWs(c); }
 
-// Finds the closing quote of the string whose opening quote is at p[-1].
+// The bytes that matter when skipping a nested value: quotes and brackets.
+constexpr auto kStructural = [] {
+  std::array<bool, 256> t{};
+  for (unsigned char c : {'"', '{', '}', '[', ']'}) t[c] = true;
+  return t;
+}();
+
+// Finds the closing quote of the string whose opening quote is at p[-1]. Most strings in
+// traces are keys and short names: a plain loop finds their end before a memchr call would
+// have started; longer ones (kernel names, args) go to memchr.
 const char* StringEnd(const char* p, const char* end) {
+  const char* const start = p;
+  for (const char* stop = std::min(end, p + 24); p < stop; ++p) {
+    if (*p == '"') {
+      const char* b = p;
+      while (b > start && b[-1] == '\\') --b;
+      if (((p - b) & 1) == 0) return p + 1;
+    }
+  }
   while (p < end) {
     const void* hit = std::memchr(p, '"', static_cast<size_t>(end - p));
     if (hit == nullptr) return nullptr;
     const char* q = static_cast<const char*>(hit);
     // Count the backslashes before the quote: an odd count escapes it.
     const char* b = q;
-    while (b > p && b[-1] == '\\') --b;
+    while (b > start && b[-1] == '\\') --b;
     if (((q - b) & 1) == 0) return q + 1;
     p = q + 1;
   }
@@ -77,6 +96,9 @@ ScanResult FindValueEnd(const char* p, const char* end, bool at_eof, const char*
     int depth = 0;
     const char* q = p;
     while (q < end) {
+      // Skip what cannot open, close or quote anything, a table lookup a byte.
+      while (q < end && !kStructural[static_cast<unsigned char>(*q)]) ++q;
+      if (q >= end) break;
       char d = *q;
       if (d == '"') {
         q = StringEnd(q + 1, end);
