@@ -126,43 +126,47 @@ Status ApplyParamOverride(const std::string& text, RuleConfig* config) {
   return OkStatus();
 }
 
+namespace {
+
+// Moves the entries of `map` that name custom rules into `take(name, value)`.
+template <typename Map, typename Take>
+void TakeCustom(Map& map, std::vector<std::string>* names, const Take& take) {
+  for (auto it = map.begin(); it != map.end();) {
+    if (RuleRegistry::Global().Find(it->first).ok()) {
+      ++it;
+      continue;
+    }
+    if (std::find(names->begin(), names->end(), it->first) == names->end()) {
+      names->push_back(it->first);
+    }
+    take(it->first, it->second);
+    it = map.erase(it);
+  }
+}
+
+}  // namespace
+
 CustomRuleEntries TakeCustomRules(RuleConfig* config) {
   CustomRuleEntries out;
-  auto custom = [](const std::string& name) { return !RuleRegistry::Global().Find(name).ok(); };
   const bool listed = !config->rules.empty();
   std::vector<std::string> builtin;
   for (const std::string& name : config->rules) {
-    (custom(name) ? out.names : builtin).push_back(name);
+    (RuleRegistry::Global().Find(name).ok() ? builtin : out.names).push_back(name);
   }
   config->rules = builtin;
   if (listed && builtin.empty()) config->no_builtin = true;
-  for (auto it = config->parameters.begin(); it != config->parameters.end();) {
-    if (!custom(it->first)) {
-      ++it;
-      continue;
-    }
-    if (std::find(out.names.begin(), out.names.end(), it->first) == out.names.end()) {
-      out.names.push_back(it->first);
-    }
-    if (it->second.is_object()) {
-      for (const auto& [param, value] : it->second.items()) {
-        out.overrides.push_back(it->first + "." + param + "=" +
-                                (value.is_string() ? value.get<std::string>() : DumpJson(value)));
-      }
-    }
-    it = config->parameters.erase(it);
-  }
-  for (auto it = config->actions.begin(); it != config->actions.end();) {
-    if (!custom(it->first)) {
-      ++it;
-      continue;
-    }
-    if (std::find(out.names.begin(), out.names.end(), it->first) == out.names.end()) {
-      out.names.push_back(it->first);
-    }
-    out.actions[it->first] = std::move(it->second);
-    it = config->actions.erase(it);
-  }
+  TakeCustom(
+      config->parameters, &out.names, [&](const std::string& rule, const nlohmann::json& params) {
+        if (!params.is_object()) return;
+        for (const auto& [param, value] : params.items()) {
+          out.overrides.push_back(rule + "." + param + "=" +
+                                  (value.is_string() ? value.get<std::string>() : DumpJson(value)));
+        }
+      });
+  TakeCustom(config->actions, &out.names,
+             [&](const std::string& rule, std::vector<ActionConfig>& actions) {
+               out.actions[rule] = std::move(actions);
+             });
   return out;
 }
 
