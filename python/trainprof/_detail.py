@@ -1,6 +1,7 @@
-"""Detailed profiling for chosen step ranges: the PyTorch profiler (Kineto) for
-TRAINPROF_DETAIL_STEPS="10-20" and cProfile for TRAINPROF_PYTHON_PROFILE="10-12" (training
-steps, inclusive). Outside the ranges nothing runs but a comparison per step.
+"""Detailed profiling for chosen step ranges: the PyTorch profiler (Kineto) -- or, for
+TensorFlow jobs, tf.profiler -- for TRAINPROF_DETAIL_STEPS="10-20" and cProfile for
+TRAINPROF_PYTHON_PROFILE="10-12" (training steps, inclusive). Outside the ranges nothing runs
+but a comparison per step.
 
 Operator events come from the profiler's exported Chrome-trace JSON. This small reader maps its
 events (ts/dur in microseconds on the profiler's clock) onto the recorder's clock through a
@@ -92,9 +93,70 @@ class TorchDetail:
         R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n}})
 
 
-def store_trace(trace: dict, marker_ns: int, steps: list) -> int:
+class TfDetail(TorchDetail):
+    """The same ranges with TensorFlow's profiler (tf.profiler.experimental), for Keras with the
+    TensorFlow backend and other TensorFlow jobs. The profile (an XSpace) is converted to
+    Chrome-trace JSON by TensorFlow's own profiler plugin ("trace_viewer@") and stored like the
+    PyTorch profiler's: TensorFlow ops, eager/function execution and, on GPUs, kernels, keeping
+    TensorFlow's categories, each event given the step whose time holds its start."""
+
+    def _start(self) -> None:
+        import tensorflow as tf
+
+        self.logdir = tempfile.mkdtemp(prefix="trainprof-tfprof-")
+        tf.profiler.experimental.start(self.logdir)
+        self.prof = tf.profiler.experimental
+        with tf.profiler.experimental.Trace(MARKER):
+            self.marker_ns = _perf()
+
+    def _stop(self) -> None:
+        import glob
+        import shutil
+
+        from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+
+        prof, self.prof = self.prof, None
+        self.done = True
+        try:
+            prof.stop()
+            spaces = sorted(glob.glob(os.path.join(self.logdir, "**", "*.xplane.pb"),
+                                      recursive=True))
+            if not spaces:
+                warn_once("tfprof", "the TensorFlow profiler wrote no profile; no operator events")
+                return
+            data, ok = plugin.xspace_to_tools_data(spaces[-1:], "trace_viewer@", {})
+            if not ok or not data:
+                warn_once("tfprof", "TensorFlow could not convert its profile to a trace")
+                return
+            trace = json.loads(data)
+        finally:
+            shutil.rmtree(self.logdir, ignore_errors=True)
+        n = store_trace(trace, self.marker_ns, self.steps, category=_tf_categories(trace))
+        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n,
+                                                             "profiler": "tf.profiler"}})
+
+
+def _tf_categories(trace: dict):
+    """TensorFlow's trace has no "cat": its processes are devices ("<host> /host:CPU",
+    "/device:GPU:0"...). Host events become "tf_op", GPU streams "kernel", others "tf_device"."""
+    names = {}
+    for e in trace.get("traceEvents", []):
+        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name":
+            names[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
+
+    def category(e: dict) -> str:
+        name = names.get(e.get("pid"), "")
+        if "/device:GPU" in name:
+            return "kernel"
+        return "tf_op" if "/host" in name or not name else "tf_device"
+
+    return category
+
+
+def store_trace(trace: dict, marker_ns: int, steps: list, category=None) -> int:
     """Stores a Chrome-trace dict's complete events ('X'), each given the training step whose
-    time range holds its start. Returns how many were stored."""
+    time range holds its start. Returns how many were stored. `category(event)` names the
+    category of events without a "cat"."""
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
     marker_us = next((e.get("ts") for e in events
                       if isinstance(e, dict) and e.get("name") == MARKER and e.get("ph") == "X"), None)
@@ -115,7 +177,7 @@ def store_trace(trace: dict, marker_ns: int, steps: list) -> int:
         step = next((n for n, lo, hi in steps if lo <= start < hi), None)
         if step is None:
             continue  # before the first or after the last chosen step
-        cat = str(e.get("cat") or "unknown")
+        cat = str(e.get("cat") or (category(e) if category else "unknown"))
         args = e.get("args")
         R.record_span(str(e.get("name", "")), cat, start, start + dur, step=step, mode="train",
                       args=json.dumps(args) if args else None)
@@ -166,11 +228,14 @@ def store_pstats(prof, lo: int, hi: int) -> int:
     return len(rows)
 
 
-def install_from_env() -> None:
-    torch_range = parse_range(os.environ.get("TRAINPROF_DETAIL_STEPS"))
-    if torch_range and not any(isinstance(getattr(h, "__self__", None), TorchDetail)
-                               for h in S.step_hooks):
-        S.step_hooks.append(TorchDetail(*torch_range).hook)
+def install_from_env(framework: str = "torch") -> None:
+    """Adds the detail hooks the environment asks for (once per process). `framework` picks
+    the operator profiler: "torch" (Kineto) or "tensorflow" (tf.profiler)."""
+    op_range = parse_range(os.environ.get("TRAINPROF_DETAIL_STEPS"))
+    if op_range and not any(isinstance(getattr(h, "__self__", None), TorchDetail)
+                            for h in S.step_hooks):
+        detail = TfDetail if framework == "tensorflow" else TorchDetail
+        S.step_hooks.append(detail(*op_range).hook)
     py_range = parse_range(os.environ.get("TRAINPROF_PYTHON_PROFILE"))
     if py_range and not any(isinstance(getattr(h, "__self__", None), PythonDetail)
                             for h in S.step_hooks):

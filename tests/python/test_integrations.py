@@ -121,3 +121,56 @@ def test_keras3_callback_torch_backend(tmp_path):
     assert (steps["mode"] == "eval").sum() == 4  # 2 validations x 2 batches
     assert (steps["mode"] == "predict").sum() == 2
     assert {"training", "evaluation"} <= _phases(run)
+
+
+KERAS_TF_JOB = """
+    import sys, numpy as np, keras
+    from trainprof.integrations.keras import TrainprofCallback
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.random.rand(64, 8).astype("float32"), np.random.rand(64, 1).astype("float32")
+    cb = TrainprofCallback(out=sys.argv[1])
+    model.fit(x, y, batch_size=16, epochs=2, validation_data=(x[:32], y[:32]), verbose=0,
+              callbacks=[cb])
+    print("BACKEND", keras.backend.backend(), "torch" in sys.modules)
+"""
+
+
+def test_keras3_callback_tensorflow_backend(tmp_path):
+    """Keras 3 on TensorFlow 2.x (tensorflow-cpu), no PyTorch in the process."""
+    run = tmp_path / "run"
+    proc = run_script(KERAS_TF_JOB, run, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    assert "BACKEND tensorflow False" in proc.stdout, proc.stdout
+    steps = steps_df(run)
+    assert (steps["mode"] == "train").sum() == 8  # 2 epochs x 4 batches
+    assert (steps["mode"] == "eval").sum() == 4
+    assert (steps["duration_ns"] > 0).all()
+    assert {"training", "evaluation"} <= _phases(run)
+    ann = {a[2]: a[3] for a in trainprof.open(str(run)).annotations()}
+    assert ann["keras.backend"] == "tensorflow"
+
+
+def test_keras_tensorflow_detail_steps_store_tf_profiler_events(tmp_path):
+    """--detail-steps with the TensorFlow backend: tf.profiler runs for exactly those training
+    steps and its operator events are stored, each in its step."""
+    run = tmp_path / "run"
+    run_script(KERAS_TF_JOB, run, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2",
+               TRAINPROF_DETAIL_STEPS="2-3")
+    ev = events_df(run, categories=["tf_op"])
+    assert len(ev) > 10, ev
+    assert set(ev["step"].astype(int)) == {2, 3}
+    assert (ev["mode"] == "train").all()
+    # TensorFlow's own names: the step's function and the ops inside it.
+    names = set(ev["name"])
+    assert any("MatMul" in n or "matmul" in n.lower() for n in names) or \
+        any("__inference" in n for n in names), sorted(names)[:30]
+    steps = steps_df(run)
+    train = steps[steps["mode"] == "train"].set_index("step")
+    for n in (2, 3):
+        mine = ev[ev["step"] == n]
+        assert mine["start_ns"].min() >= train.loc[n, "start_ns"]
+        assert mine["start_ns"].max() < train.loc[n, "start_ns"] + train.loc[n, "duration_ns"]
+    ann = {a[2]: a[3] for a in trainprof.open(str(run)).annotations()}
+    detail = json.loads(ann["detail.steps.2-3"])
+    assert detail["profiler"] == "tf.profiler" and detail["events"] == len(ev)

@@ -56,6 +56,15 @@ class TrainprofCallback(keras.callbacks.Callback):
     # phases
     def on_train_begin(self, logs=None):
         ensure_started(self._out)
+        # --detail-steps / --python-profile: with the TensorFlow backend the operator profiler
+        # is tf.profiler (with torch, the automatic instrumentation installed Kineto's).
+        try:
+            from trainprof import _detail
+
+            backend = keras.backend.backend()
+            _detail.install_from_env("tensorflow" if backend == "tensorflow" else "torch")
+        except Exception as exc:  # noqa: BLE001 - detail off, training goes on
+            R.warn_once("keras_detail", f"detailed profiling is off: {exc}")
         R.annotate(**{"keras.backend": keras.backend.backend(),
                       "keras.params": {k: v for k, v in (self.params or {}).items()
                                        if isinstance(v, (int, float, str, bool, type(None)))}})
