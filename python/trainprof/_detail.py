@@ -209,7 +209,8 @@ class PythonDetail:
             prof, self.prof = self.prof, None
             self.done = True
             prof.disable()
-            store_pstats(prof, self.lo, self.hi)
+            n = store_pstats(prof, self.lo, self.hi)
+            R.annotate(**{f"detail.python.{self.lo}-{self.hi}": {"functions": n}})
 
 
 def store_pstats(prof, lo: int, hi: int) -> int:
@@ -228,9 +229,70 @@ def store_pstats(prof, lo: int, hi: int) -> int:
     return len(rows)
 
 
+REQUEST_FILE = "detail-request.json"
+CHECK_EVERY_NS = 500_000_000
+REQUEST_MAX_AGE_NS = 120 * 1_000_000_000
+
+
+class RequestWatcher:
+    """On-demand detail: `trainprof detail RUN --steps N` writes RUN/detail-request.json
+    ({"id", "steps", "python", "created_ns"}). At the end of a training step, at most every
+    0.5 s, each process looks at the file's mtime; a request it has not served (and not older
+    than two minutes) makes it profile its next N training steps -- operators with the
+    framework's profiler, or Python functions (cProfile) with "python" -- and annotate
+    detail.request.<id> with the steps it chose, which `trainprof detail --wait` reads back."""
+
+    def __init__(self, framework: str):
+        self.framework = framework
+        self.next_check_ns = 0
+        self.mtime_ns = None
+        self.served: set = set()
+
+    def hook(self, event: str, n: int, mode: str, start, end) -> None:
+        if event != "end" or mode != "train" or not S.run_dir:
+            return
+        now = _perf()
+        if now < self.next_check_ns:
+            return
+        self.next_check_ns = now + CHECK_EVERY_NS
+        path = os.path.join(S.run_dir, REQUEST_FILE)
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            return
+        if mtime == self.mtime_ns:
+            return
+        self.mtime_ns = mtime
+        try:
+            with open(path) as f:
+                req = json.load(f)
+            rid, steps = str(req["id"]), int(req["steps"])
+            created = int(req.get("created_ns", 0))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warn_once("detail_request", f"ignoring an unreadable {REQUEST_FILE}: {exc}")
+            return
+        import time
+
+        if rid in self.served or steps <= 0 or time.time_ns() - created > REQUEST_MAX_AGE_NS:
+            return
+        self.served.add(rid)
+        lo, hi = n + 1, n + steps
+        if req.get("python"):
+            detail = PythonDetail(lo, hi)
+        else:
+            detail = (TfDetail if self.framework == "tensorflow" else TorchDetail)(lo, hi)
+        S.step_hooks.append(detail.hook)
+        detail.hook("end", n, mode, start, end)  # starts now: the next step is the first
+        R.annotate(**{f"detail.request.{rid}": {"steps": f"{lo}-{hi}", "pid": os.getpid(),
+                                                "profiler": type(detail).__name__}})
+
+
 def install_from_env(framework: str = "torch") -> None:
-    """Adds the detail hooks the environment asks for (once per process). `framework` picks
-    the operator profiler: "torch" (Kineto) or "tensorflow" (tf.profiler)."""
+    """Adds the detail hooks the environment asks for (once per process), and the watcher of
+    on-demand requests. `framework` picks the operator profiler: "torch" (Kineto) or
+    "tensorflow" (tf.profiler)."""
+    if not any(isinstance(getattr(h, "__self__", None), RequestWatcher) for h in S.step_hooks):
+        S.step_hooks.append(RequestWatcher(framework).hook)
     op_range = parse_range(os.environ.get("TRAINPROF_DETAIL_STEPS"))
     if op_range and not any(isinstance(getattr(h, "__self__", None), TorchDetail)
                             for h in S.step_hooks):

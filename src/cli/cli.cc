@@ -13,7 +13,7 @@ namespace {
 constexpr AddCommandFn kCommands[] = {
     AddLsCommand,        AddShowCommand,   AddExportCommand, AddDemoCommand,    AddRecordCommand,
     AddAgentCommand,     AddMarkCommand,   AddImportCommand, AddAnalyzeCommand, AddCostCommand,
-    AddInstancesCommand, AddReportCommand, AddRulesCommand,
+    AddInstancesCommand, AddReportCommand, AddRulesCommand,  AddDetailCommand,
 };
 
 struct Planned {
@@ -25,7 +25,6 @@ struct Planned {
 // They answer "not implemented yet" until then. Remove a line when its command lands.
 constexpr Planned kPlanned[] = {
     {"serve", "Serve the live dashboard"},
-    {"detail", "Ask a running job for detailed operator profiling"},
 };
 
 int ExitCode(const Status& status) {

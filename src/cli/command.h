@@ -39,5 +39,6 @@ void AddImportCommand(CLI::App& app, CommandAction* action);
 void AddAnalyzeCommand(CLI::App& app, CommandAction* action);
 void AddReportCommand(CLI::App& app, CommandAction* action);
 void AddRulesCommand(CLI::App& app, CommandAction* action);
+void AddDetailCommand(CLI::App& app, CommandAction* action);  // detail_command.cc
 
 }  // namespace trainprof::cli

@@ -165,3 +165,61 @@ def test_no_auto_records_nothing_automatically(tmp_path):
     run = tmp_path / "run"
     run_hooked([EXAMPLE, "--steps", "2", "--eval-batches", "0"], run, TRAINPROF_AUTO="0")
     assert len(steps_df(run)) == 0
+
+
+ON_DEMAND_JOB = """
+import os, pathlib, sys, time, torch
+from torch import nn
+here = pathlib.Path(sys.argv[1])
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+deadline = time.time() + 120
+i = 0
+while time.time() < deadline and not (here / "stop").exists():
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    time.sleep(0.02)
+    i += 1
+    if i == 20:
+        (here / "ready").write_text("1")
+"""
+
+
+def test_detail_on_demand_profiles_the_next_steps_of_a_running_job(tmp_path, trainprof_cli):
+    """`trainprof detail RUN --steps 3 --wait` while `record` runs an unmodified training
+    script: the job takes the request at a step end and profiles exactly its next 3 steps."""
+    import subprocess
+    import time
+
+    run = tmp_path / "run"
+    job = subprocess.Popen([*trainprof_cli, "record", "--out", str(run), "--no-gpu", "--",
+                            sys.executable, "-c", ON_DEMAND_JOB, str(tmp_path)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "ready").exists()
+        asked = subprocess.run([*trainprof_cli, "detail", str(run), "--steps", "3", "--wait", "60"],
+                               capture_output=True, text=True, timeout=90)
+        assert asked.returncode == 0, asked.stdout + asked.stderr
+        assert "profiles steps" in asked.stdout and "done: 1 process" in asked.stdout
+    finally:
+        (tmp_path / "stop").write_text("1")
+        _, err = job.communicate(timeout=60)
+    assert job.returncode == 0, err
+    ops = events_df(run, categories=["cpu_op"])
+    assert len(ops) > 20
+    chosen = sorted(set(int(s) for s in ops["step"]))
+    assert len(chosen) == 3 and chosen == list(range(chosen[0], chosen[0] + 3)), chosen
+    assert chosen[0] >= 20  # after the job was ready, not from its start
+    assert ops["name"].str.contains("conv").any()
+    ann = {a[2]: a[3] for a in trainprof.open(str(run)).annotations()}
+    [request] = [json.loads(v) for k, v in ann.items() if k.startswith("detail.request.")]
+    assert request["steps"] == f"{chosen[0]}-{chosen[-1]}"
+    # A finished run refuses further requests, saying why.
+    late = subprocess.run([*trainprof_cli, "detail", str(run), "--steps", "2"],
+                          capture_output=True, text=True, timeout=30)
+    assert late.returncode != 0 and "the job has ended" in late.stderr
