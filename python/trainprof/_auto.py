@@ -350,7 +350,9 @@ def _wrap_fetch(orig):
 
 _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
                 "reduce_scatter_tensor", "broadcast", "barrier", "all_to_all", "all_to_all_single",
-                "reduce", "gather", "scatter", "all_gather_object", "broadcast_object_list")
+                "reduce", "gather", "scatter", "all_gather_object", "broadcast_object_list",
+                # what FSDP2 (fully_shard) calls in recent PyTorch (2.10+)
+                "all_gather_single", "reduce_scatter_single")
 
 
 def _patch_distributed(torch) -> None:

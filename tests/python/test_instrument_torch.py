@@ -146,6 +146,50 @@ def test_ddp_gloo_two_ranks_both_record_steps_and_collectives(tmp_path):
     assert sorted(coll["rank"].unique().tolist()) == [0, 1]
 
 
+FSDP_SCRIPT = """
+import torch, torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
+for layer in model:
+    if isinstance(layer, nn.Linear):
+        fully_shard(layer)
+fully_shard(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+ds = torch.utils.data.TensorDataset(torch.randn(64, 32), torch.randint(0, 2, (64,)))
+loader = torch.utils.data.DataLoader(ds, batch_size=8, sampler=torch.utils.data.distributed.DistributedSampler(ds))
+for x, y in loader:
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+dist.destroy_process_group()
+"""
+
+
+def test_fsdp2_gloo_two_ranks_record_steps_parts_and_sharding_collectives(tmp_path):
+    """FSDP (fully_shard, the FSDP2 API) on CPU with gloo: the wrapped model's steps and their
+    parts on both ranks, and FSDP's own all-gathers and reduce-scatters timed as collectives."""
+    run = tmp_path / "run"
+    script = tmp_path / "fsdp.py"
+    script.write_text(FSDP_SCRIPT)
+    run_hooked(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29519", str(script)],
+               run, timeout=300)
+    steps = _train_steps(run)
+    assert sorted(steps["rank"].unique().tolist()) == [0, 1]
+    assert (steps.groupby("rank").size() == 4).all()
+    for part in ("forward_ns", "backward_ns", "optimizer_ns"):
+        assert steps[part].notna().all(), part
+    coll = events_df(run, categories=["collective"])
+    names = set(coll["name"])
+    # FSDP2's own collectives (named by the PyTorch version: *_single since 2.10)
+    assert {"all_gather_single", "all_gather_into_tensor"} & names, names
+    assert {"reduce_scatter_single", "reduce_scatter_tensor"} & names, names
+    assert sorted(coll["rank"].unique().tolist()) == [0, 1]
+
+
 def test_detail_steps_store_operator_events_for_exactly_those_steps(tmp_path):
     run = tmp_path / "run"
     run_hooked([EXAMPLE, "--steps", "7", "--eval-batches", "0"], run,

@@ -9,7 +9,7 @@ from _common import CLASSES, FEATURES, make_model, train_step
 
 class AugmentedDataset(torch.utils.data.Dataset):
     def __len__(self):
-        return 60 * 8
+        return 240 * 8  # seconds of loading: the first and last (partial) seconds stay a minority
 
     def __getitem__(self, i):
         g = torch.Generator().manual_seed(i)
