@@ -176,3 +176,40 @@ def test_fork_without_exec_child_writes_its_own_store(tmp_path):
     assert names == ["in_child", "parent_after", "parent_before"]  # nothing written twice
     assert ev.loc[ev["name"] == "in_child", "pid"].item() == child
     assert (run / "nodes").exists() and any(p.name == f"proc-{child}.sqlite" for p in (run / "nodes").rglob("*.sqlite"))
+
+
+@pytest.mark.parametrize("launcher", ["horovod", "slurm", "openmpi"])
+def test_rank_and_node_come_from_the_launchers_environment(tmp_path, launcher):
+    """horovodrun / Open MPI / SLURM set their own variables (no torch.distributed): each
+    process still records its rank, local rank, world size and node."""
+    run = tmp_path / "run"
+    names = {"horovod": ("HOROVOD_RANK", "HOROVOD_LOCAL_RANK", "HOROVOD_SIZE"),
+             "slurm": ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"),
+             "openmpi": ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                         "OMPI_COMM_WORLD_SIZE")}[launcher]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE") and not k.startswith("TRAINPROF_")}
+    env.update(dict(zip(names, ("3", "1", "4"))))
+    if launcher == "slurm":
+        env["SLURMD_NODENAME"] = "gpu-node-07"
+    proc = run_script(f"""
+        import trainprof
+        trainprof.start(out={str(run)!r})
+        for _ in range(2):
+            with trainprof.step():
+                pass
+        trainprof.stop()
+    """, env=env)
+    assert proc.returncode == 0, proc.stderr
+    steps = steps_df(run)
+    assert len(steps) == 2 and set(steps["rank"]) == {3}
+    r = trainprof.open(str(run))
+    if launcher == "slurm":
+        assert r.nodes == ["gpu-node-07"]
+    # Local rank and world size are facts of the process store (read with SQLite itself).
+    import sqlite3
+
+    [store] = list((run / "nodes").glob("*/proc-*.sqlite"))
+    with sqlite3.connect(store) as db:
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+    assert meta["process.local_rank"] == "1" and meta["process.world_size"] == "4"
