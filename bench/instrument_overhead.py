@@ -12,6 +12,7 @@ Usage: python bench/instrument_overhead.py [--spans 200000] [--repeat 7] [--trai
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -95,6 +96,8 @@ def training_overhead(runs: int, steps: int) -> None:
     args = [sys.executable, str(REPO / "examples/train_resnet_synthetic.py"), "--steps", str(steps),
             "--eval-batches", "0"]
     bare, instrumented = [], []
+    bare_loop, instrumented_loop = [], []
+    timings = Path(tempfile.mkdtemp(prefix="trainprof-bench-timings-")) / "t.json"
     for i in range(runs):
         for kind in ("bare", "instrumented"):
             env = dict(os.environ)
@@ -102,13 +105,22 @@ def training_overhead(runs: int, steps: int) -> None:
                 run_dir = tempfile.mkdtemp(prefix="trainprof-bench-run-")
                 env.update(_core.child_environment(run_dir, package_dir=str(hook_pkg), parent=env))
             t0 = time.perf_counter()
-            subprocess.run(args, env=env, check=True, capture_output=True)
+            subprocess.run([*args, "--timings", str(timings)], env=env, check=True,
+                           capture_output=True)
             (bare if kind == "bare" else instrumented).append(time.perf_counter() - t0)
+            # The training loop alone, by the script's own clock: its steps' wall time.
+            loop_s = sum(s["step_ns"] for s in json.loads(timings.read_text())["steps"]) / 1e9
+            (bare_loop if kind == "bare" else instrumented_loop).append(loop_s)
     b, m = statistics.median(bare), statistics.median(instrumented)
+    bl, ml = statistics.median(bare_loop), statistics.median(instrumented_loop)
     print(f"Real training loop (ResNet, {steps} steps, CPU), median of {runs} interleaved runs")
-    print(f"  bare          {b:8.2f} s")
-    print(f"  instrumented  {m:8.2f} s   (ratio {m / b:.4f}, overhead {100 * (m / b - 1):+.2f} %)")
-    print(f"  target <= 1 %: {'met' if m / b <= 1.01 else 'NOT met'} (process start-up included)")
+    print(f"  whole process, bare          {b:8.2f} s")
+    print(f"  whole process, instrumented  {m:8.2f} s   (ratio {m / b:.4f}, "
+          f"overhead {100 * (m / b - 1):+.2f} %: start-up included)")
+    print(f"  training steps, bare         {bl:8.2f} s")
+    print(f"  training steps, instrumented {ml:8.2f} s   (ratio {ml / bl:.4f}, "
+          f"overhead {100 * (ml / bl - 1):+.2f} %)")
+    print(f"  target <= 1 % (training steps): {'met' if ml / bl <= 1.01 else 'NOT met'}")
 
 
 def main() -> None:
