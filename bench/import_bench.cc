@@ -4,18 +4,23 @@
 // the import / events). HTA, when installed, is timed on the same file by
 // bench/import_bench_hta.py; this binary prints the command.
 //
-//   import_bench [EVENTS=2000000] [DIR=/tmp]
+//   import_bench [EVENTS=2000000] [DIR=/tmp] [--repeat N] [--reuse]
+//   import_bench --real DIR TRACE... [--repeat N]     (real traces, e.g. ../shared/data/traces)
 
 #include <sys/resource.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
+#include "importers/common/byte_source.h"
 #include "importers/kineto/kineto_importer.h"
 
 namespace {
@@ -92,41 +97,154 @@ int64_t WriteTrace(const std::string& path, int64_t events) {
   return written + 1;
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
+// --real FILE...: each trace (plain or gzip) decompressed once into DIR, then imported from its
+// plain copy `repeat` times; prints each file's and the whole set's events/s (median runs).
+int RealTraces(const std::vector<std::string>& files, const std::string& dir, int repeat) {
+  int64_t total_events = 0;
+  double total_wall = 0, total_cpu = 0, total_mb = 0;
+  std::printf("real traces (plain JSON copies, median of %d imports each):\n", repeat);
+  for (size_t k = 0; k < files.size(); ++k) {
+    auto text = trainprof::importers::ReadAllDecompressed(files[k]);
+    if (!text.ok()) {
+      std::fprintf(stderr, "%s: %s\n", files[k].c_str(), text.status().message().c_str());
+      return 1;
+    }
+    const std::string plain = dir + "/trainprof_import_real_" + std::to_string(k) + ".json";
+    if (FILE* f = std::fopen(plain.c_str(), "w")) {
+      std::fwrite(text->data(), 1, text->size(), f);
+      std::fclose(f);
+    }
+    const std::string run = dir + "/trainprof_import_real_run";
+    std::vector<double> walls, cpus;
+    int64_t elements = 0;
+    for (int r = 0; r < repeat; ++r) {
+      std::filesystem::remove_all(run);
+      double cpu0 = CpuSeconds();
+      auto t0 = std::chrono::steady_clock::now();
+      trainprof::importers::kineto::KinetoImportOptions o;
+      o.traces = {plain};
+      o.out = run;
+      auto result = trainprof::importers::kineto::ImportKineto(o);
+      walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      cpus.push_back(CpuSeconds() - cpu0);
+      if (!result.ok()) {
+        std::fprintf(stderr, "%s: %s\n", files[k].c_str(), result.status().message().c_str());
+        return 1;
+      }
+      elements = result->files.empty() ? 0 : result->files[0].elements;
+    }
+    const double wall = Median(walls), cpu = Median(cpus);
+    const double mb = static_cast<double>(text->size()) / 1e6;
+    std::printf("  %8lld events %7.1f MB %8.0f events/s wall %8.0f events/s CPU  %s\n",
+                static_cast<long long>(elements), mb, static_cast<double>(elements) / wall,
+                static_cast<double>(elements) / cpu, files[k].c_str());
+    total_events += elements;
+    total_wall += wall;
+    total_cpu += cpu;
+    total_mb += mb;
+  }
+  std::printf(
+      "real traces, all: %lld events, %.1f MB: %.0f events/s wall, %.0f events/s CPU, "
+      "%.0f MB/s (target >= 2,000,000 events/s)\n",
+      static_cast<long long>(total_events), total_mb,
+      static_cast<double>(total_events) / total_wall, static_cast<double>(total_events) / total_cpu,
+      total_mb / total_wall);
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  int64_t events = argc > 1 ? std::atoll(argv[1]) : 2'000'000;
-  std::string dir = argc > 2 ? argv[2] : "/tmp";
+  int64_t events = 2'000'000;
+  std::string dir = "/tmp";
+  int repeat = 1;
+  bool reuse = false;
+  bool real = false;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+      repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--reuse") == 0) {
+      reuse = true;
+    } else if (std::strcmp(argv[i], "--real") == 0) {
+      real = true;
+    } else {
+      positional.emplace_back(argv[i]);
+    }
+  }
+  if (real) {  // import_bench --real DIR FILE...
+    if (positional.size() < 2) {
+      std::fprintf(stderr, "usage: import_bench --real DIR TRACE... [--repeat N]\n");
+      return 2;
+    }
+    return RealTraces({positional.begin() + 1, positional.end()}, positional[0], repeat);
+  }
+  if (!positional.empty()) events = std::atoll(positional[0].c_str());
+  if (positional.size() > 1) dir = positional[1];
   std::string trace = dir + "/trainprof_import_bench.json";
   std::string run = dir + "/trainprof_import_bench_run";
-  int64_t n = WriteTrace(trace, events);
-  std::filesystem::remove_all(run);
+  // --reuse keeps a trace written by an earlier run with the same event count (profiling the
+  // import alone); the count is in a side file.
+  const std::string count_file = trace + ".events";
+  int64_t n = 0;
+  if (reuse) {
+    if (FILE* f = std::fopen(count_file.c_str(), "r")) {
+      long long c = 0;
+      if (std::fscanf(f, "%lld", &c) == 1 && c == events + 1) n = c;
+      std::fclose(f);
+    }
+  }
+  if (n == 0) {
+    n = WriteTrace(trace, events);
+    if (FILE* f = std::fopen(count_file.c_str(), "w")) {
+      std::fprintf(f, "%lld\n", static_cast<long long>(n));
+      std::fclose(f);
+    }
+  }
   auto bytes = std::filesystem::file_size(trace);
 
-  long rss0 = PeakRssKb();
-  double cpu0 = CpuSeconds();
-  auto t0 = std::chrono::steady_clock::now();
-  trainprof::importers::kineto::KinetoImportOptions o;
-  o.traces = {trace};
-  o.out = run;
-  auto r = trainprof::importers::kineto::ImportKineto(o);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double cpu = CpuSeconds() - cpu0;
-  long rss1 = PeakRssKb();
-  if (!r.ok()) {
-    std::fprintf(stderr, "import failed: %s\n", r.status().message().c_str());
-    return 1;
+  // The first import also gives the memory figure (peak RSS only grows).
+  std::vector<double> walls, cpus;
+  double held = 0;
+  int64_t stored = 0;
+  for (int r = 0; r < repeat; ++r) {
+    std::filesystem::remove_all(run);
+    long rss0 = PeakRssKb();
+    double cpu0 = CpuSeconds();
+    auto t0 = std::chrono::steady_clock::now();
+    trainprof::importers::kineto::KinetoImportOptions o;
+    o.traces = {trace};
+    o.out = run;
+    auto result = trainprof::importers::kineto::ImportKineto(o);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double cpu = CpuSeconds() - cpu0;
+    long rss1 = PeakRssKb();
+    if (!result.ok()) {
+      std::fprintf(stderr, "import failed: %s\n", result.status().message().c_str());
+      return 1;
+    }
+    if (r == 0) held = static_cast<double>(rss1 - rss0) * 1024.0 / static_cast<double>(n);
+    stored = result->events_stored;
+    walls.push_back(wall);
+    cpus.push_back(cpu);
   }
-  double held = static_cast<double>(rss1 - rss0) * 1024.0 / static_cast<double>(n);
+  const double wall = Median(walls), cpu = Median(cpus);
   std::printf("trace: %" PRId64 " events, %.1f MB (%s)\n", n, static_cast<double>(bytes) / 1e6,
               trace.c_str());
   std::printf(
-      "trainprof import: %.2f s wall, %.2f s CPU: %.0f events/s wall, %.0f events/s CPU "
-      "(target >= 2,000,000)\n",
-      wall, cpu, static_cast<double>(n) / wall, static_cast<double>(n) / cpu);
-  std::printf("trainprof memory held: peak RSS +%.1f MB = %.1f bytes/event (target <= 150)\n",
-              static_cast<double>(rss1 - rss0) / 1024.0, held);
-  std::printf("events stored: %" PRId64 "\n", r->events_stored);
+      "trainprof import (median of %d): %.3f s wall, %.3f s CPU: %.0f events/s wall, %.0f "
+      "events/s CPU (target >= 2,000,000)\n",
+      repeat, wall, cpu, static_cast<double>(n) / wall, static_cast<double>(n) / cpu);
+  std::printf(
+      "trainprof memory held: %.1f bytes/event (peak RSS growth, first import; target "
+      "<= 150)\n",
+      held);
+  std::printf("events stored: %" PRId64 "\n", stored);
   std::printf("HTA on the same file: python3 bench/import_bench_hta.py %s %.3f %.1f\n",
               trace.c_str(), static_cast<double>(n) / wall, held);
   return 0;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 
 namespace trainprof::model {
 
@@ -40,5 +41,26 @@ struct Event {
 
   int64_t end_ns() const { return start_ns + duration_ns; }
 };
+
+// An event whose strings belong to someone else (an importer's read buffer, a recorder's
+// thread buffer): what the store's writer copies in without building an Event.
+struct EventView {
+  EventKind kind = EventKind::kSpan;
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+  std::string_view name;
+  std::string_view category;
+  std::string_view mode;
+  int64_t step = kMissing;
+  int64_t pid = kMissing;
+  int64_t tid = kMissing;
+  int64_t rank = kMissing;
+  std::string_view args;
+};
+
+inline EventView ViewOf(const Event& e) {
+  return EventView{e.kind, e.start_ns, e.duration_ns, e.name, e.category, e.mode,
+                   e.step, e.pid,      e.tid,         e.rank, e.args};
+}
 
 }  // namespace trainprof::model

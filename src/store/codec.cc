@@ -301,6 +301,135 @@ std::string EncodeEventChunk(std::span<const EncodedEvent> events, int zstd_leve
   return ZstdCompress(raw, zstd_level);
 }
 
+void EventColumns::Clear() {
+  kind.clear();
+  start_ns.clear();
+  duration_ns.clear();
+  step.clear();
+  pid.clear();
+  tid.clear();
+  rank.clear();
+  name_id.clear();
+  category_id.clear();
+  mode_id.clear();
+  args_end.clear();
+  args.clear();
+}
+
+ZstdCompressor::ZstdCompressor(int level) : cctx_(ZSTD_createCCtx()), level_(level) {
+  TP_CHECK(cctx_ != nullptr);
+}
+
+ZstdCompressor::~ZstdCompressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
+
+void ZstdCompressor::Compress(std::string_view raw, std::string* out) {
+  out->resize(ZSTD_compressBound(raw.size()));
+  size_t n = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), out->data(), out->size(), raw.data(),
+                               raw.size(), level_);
+  TP_CHECK(!ZSTD_isError(n));  // only fails on a too-small buffer, which compressBound rules out
+  out->resize(n);
+}
+
+namespace {
+
+// Writes a varint at p (which has room for 10 bytes) and returns the byte after it.
+inline char* PutVarintAt(char* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+inline uint64_t OptionalCode(int64_t v) { return v == model::kMissing ? 0 : ZigZag(v) + 1; }
+
+}  // namespace
+
+void EncodeEventColumns(const EventColumns& c, std::span<const uint32_t> order,
+                        ZstdCompressor& zstd, std::string* raw, std::string* out) {
+  const size_t n = order.size();
+  size_t args_bytes = 0;
+  for (uint32_t i : order) args_bytes += c.args_end[i] - (i == 0 ? 0 : c.args_end[i - 1]);
+  // Room for the largest varints: 10 bytes each of 10 numbers per event, plus the args. The
+  // scratch only grows (shrinking it would make the next chunk zero-fill it again).
+  const size_t bound = 16 + n * 101 + args_bytes;
+  if (raw->size() < bound) raw->resize(bound);
+  char* p = raw->data();
+  *p++ = static_cast<char>(kEventChunkVersion);
+  p = PutVarintAt(p, n);
+  for (uint32_t i : order) *p++ = static_cast<char>(c.kind[i]);
+  uint64_t prev = 0;
+  for (uint32_t i : order) {
+    const auto start = static_cast<uint64_t>(c.start_ns[i]);
+    p = PutVarintAt(p, ZigZag(static_cast<int64_t>(start - prev)));  // wraps like the decoder
+    prev = start;
+  }
+  for (uint32_t i : order) p = PutVarintAt(p, ZigZag(c.duration_ns[i]));
+  for (uint32_t i : order) p = PutVarintAt(p, c.name_id[i]);
+  for (uint32_t i : order) p = PutVarintAt(p, c.category_id[i]);
+  for (uint32_t i : order) p = PutVarintAt(p, c.mode_id[i]);
+  for (uint32_t i : order) p = PutVarintAt(p, OptionalCode(c.step[i]));
+  for (uint32_t i : order) p = PutVarintAt(p, OptionalCode(c.pid[i]));
+  for (uint32_t i : order) p = PutVarintAt(p, OptionalCode(c.tid[i]));
+  for (uint32_t i : order) p = PutVarintAt(p, OptionalCode(c.rank[i]));
+  for (uint32_t i : order) {
+    std::string_view a = c.Args(i);
+    p = PutVarintAt(p, a.size());
+    std::memcpy(p, a.data(), a.size());
+    p += a.size();
+  }
+  zstd.Compress(std::string_view(raw->data(), static_cast<size_t>(p - raw->data())), out);
+}
+
+void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order) {
+  const size_t n = keys.size();
+  order->resize(n);
+  for (size_t i = 0; i < n; ++i) (*order)[i] = static_cast<uint32_t>(i);
+  if (n < 2) return;
+  bool sorted = true;
+  int64_t lo = keys[0], hi = keys[0];
+  for (size_t i = 1; i < n; ++i) {
+    sorted = sorted && keys[i - 1] <= keys[i];
+    lo = std::min(lo, keys[i]);
+    hi = std::max(hi, keys[i]);
+  }
+  if (sorted) return;
+  if (n < 4096) {
+    std::stable_sort(order->begin(), order->end(),
+                     [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+    return;
+  }
+  // Offsets from the minimum fit in as many 11-bit digits as the time range needs (a flush
+  // covering seconds: 3 passes), each a counting pass and a scatter.
+  constexpr int kDigitBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kDigitBits;
+  const uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+  const int bits = 64 - std::countl_zero(range);
+  std::vector<uint64_t> key(n), key_tmp(n);
+  std::vector<uint32_t> order_tmp(n);
+  for (size_t i = 0; i < n; ++i)
+    key[i] = static_cast<uint64_t>(keys[i]) - static_cast<uint64_t>(lo);
+  std::vector<size_t> count(kBuckets);
+  for (int shift = 0; shift < bits; shift += kDigitBits) {
+    std::fill(count.begin(), count.end(), 0);
+    for (size_t i = 0; i < n; ++i) ++count[(key[i] >> shift) & (kBuckets - 1)];
+    size_t sum = 0;
+    for (size_t& c : count) {
+      size_t k = c;
+      c = sum;
+      sum += k;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      size_t at = count[(key[i] >> shift) & (kBuckets - 1)]++;
+      key_tmp[at] = key[i];
+      order_tmp[at] = (*order)[i];
+    }
+    key.swap(key_tmp);
+    order->swap(order_tmp);
+  }
+}
+
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out) {
   // Args are unbounded text; allow 1 MiB per event on average before calling it corrupt.

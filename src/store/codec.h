@@ -109,6 +109,47 @@ struct EncodedEvent {
 
 // Events must be sorted by start_ns.
 std::string EncodeEventChunk(std::span<const EncodedEvent> events, int zstd_level);
+
+// Events as the writer buffers them before a flush: one column per field, strings as ids, the
+// args of all events in one string. Appending costs no allocation once the columns have grown.
+struct EventColumns {
+  std::vector<uint8_t> kind;
+  std::vector<int64_t> start_ns, duration_ns, step, pid, tid, rank;
+  std::vector<uint32_t> name_id, category_id, mode_id;
+  std::vector<uint64_t> args_end;  // event i's args are args[args_end[i-1], args_end[i])
+  std::string args;
+
+  size_t size() const { return kind.size(); }
+  std::string_view Args(size_t i) const {
+    const uint64_t begin = i == 0 ? 0 : args_end[i - 1];
+    return std::string_view(args).substr(begin, args_end[i] - begin);
+  }
+  void Clear();
+};
+
+// A compression context kept across chunks (creating one per chunk costs more than a small
+// chunk's compression). Threads: one user at a time.
+class ZstdCompressor {
+ public:
+  explicit ZstdCompressor(int level);
+  ~ZstdCompressor();
+  ZstdCompressor(const ZstdCompressor&) = delete;
+  ZstdCompressor& operator=(const ZstdCompressor&) = delete;
+  void Compress(std::string_view raw, std::string* out);
+
+ private:
+  void* cctx_;
+  int level_;
+};
+
+// The same chunk format as EncodeEventChunk, from `columns` taken in `order` (indices whose
+// start_ns ascend). `raw` is scratch reused between calls (its size is its capacity).
+void EncodeEventColumns(const EventColumns& columns, std::span<const uint32_t> order,
+                        ZstdCompressor& zstd, std::string* raw, std::string* out);
+
+// Sorts `order` (indices into `keys`) by key, ties keeping their order: an LSD radix sort on
+// the keys' offsets from their minimum, so a flush of 256 Ki events is linear, not n log n.
+void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order);
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out);
 

@@ -26,7 +26,10 @@ struct NodeStoreWriter::Pending {
   };
   std::vector<Chunk> chunks;
   std::vector<std::pair<SeriesId, std::pair<std::string, std::string>>> new_series;
-  std::vector<model::Event> events;
+  EventColumns events;
+  // Strings first seen since the last successful flush: ids first_new_string.. in order.
+  uint32_t first_new_string = 1;
+  std::vector<std::string_view> new_strings;
   std::vector<model::Finding> findings;
   std::map<std::string, int64_t> counters;
   std::vector<std::tuple<int64_t, std::string, std::string>> annotations;
@@ -36,7 +39,7 @@ struct NodeStoreWriter::Pending {
 
 NodeStoreWriter::NodeStoreWriter(std::unique_ptr<SqliteDb> db, std::string path,
                                  WriterOptions options)
-    : db_(std::move(db)), path_(std::move(path)), options_(options) {}
+    : db_(std::move(db)), path_(std::move(path)), options_(options), zstd_(options.zstd_level) {}
 
 StatusOr<std::unique_ptr<NodeStoreWriter>> NodeStoreWriter::Open(const std::string& path,
                                                                  const model::NodeInfo& node,
@@ -74,11 +77,14 @@ Status NodeStoreWriter::Initialize(const model::NodeInfo& node) {
     series_.emplace_back();
   }
   TP_RETURN_IF_ERROR(status);
-  TP_ASSIGN_OR_RETURN(SqliteStmt strings, db_->Prepare("SELECT id, text FROM strings"));
+  TP_ASSIGN_OR_RETURN(SqliteStmt strings, db_->Prepare("SELECT id, text FROM strings ORDER BY id"));
   while (strings.Step(&status)) {
-    string_ids_[std::string(strings.Text(1))] = static_cast<uint32_t>(strings.Int(0));
+    if (!strings_.AddWithId(static_cast<uint32_t>(strings.Int(0)), strings.Text(1))) {
+      return DataLoss(path_ + ": string ids are not dense");
+    }
   }
   TP_RETURN_IF_ERROR(status);
+  persisted_strings_ = strings_.size();
 
   meta_["node"] = node.node;
   meta_["node_info"] = model::NodeInfoToJson(node);
@@ -120,13 +126,28 @@ void NodeStoreWriter::Append(SeriesId series, int64_t ts_ns, double value) {
   ++buffered_values_;
 }
 
-void NodeStoreWriter::AppendEvent(model::Event event) {
+void NodeStoreWriter::AppendEvent(const model::Event& event) { AppendEvent(model::ViewOf(event)); }
+
+void NodeStoreWriter::AppendEvent(const model::EventView& e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (static_cast<int64_t>(events_.size()) >= options_.max_buffered_events) {
     ++stats_.dropped_events;
     return;
   }
-  events_.push_back(std::move(event));
+  EventColumns& c = events_;
+  c.kind.push_back(static_cast<uint8_t>(e.kind));
+  c.start_ns.push_back(e.start_ns);
+  c.duration_ns.push_back(e.kind == model::EventKind::kInstant ? 0 : e.duration_ns);
+  c.name_id.push_back(strings_.Intern(e.name));
+  c.category_id.push_back(strings_.Intern(e.category));
+  c.mode_id.push_back(strings_.Intern(e.mode));
+  c.step.push_back(e.step);
+  c.pid.push_back(e.pid);
+  c.tid.push_back(e.tid);
+  c.rank.push_back(e.rank);
+  c.args.append(e.args);
+  c.args_end.push_back(c.args.size());
+  buffered_event_bytes_.store(static_cast<int64_t>(c.args.size()), std::memory_order_relaxed);
 }
 
 void NodeStoreWriter::AddFinding(model::Finding finding) {
@@ -152,18 +173,6 @@ void NodeStoreWriter::SetMeta(const std::string& key, const std::string& value) 
 WriterStats NodeStoreWriter::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
-}
-
-StatusOr<uint32_t> NodeStoreWriter::StringIdLocked(const std::string& text) {
-  if (text.empty()) return 0u;
-  auto it = string_ids_.find(text);
-  if (it != string_ids_.end()) return it->second;
-  auto id = static_cast<uint32_t>(string_ids_.size() + 1);
-  TP_ASSIGN_OR_RETURN(SqliteStmt insert,
-                      db_->Prepare("INSERT INTO strings(id, text) VALUES(?, ?)"));
-  TP_RETURN_IF_ERROR(insert.Bind(1, static_cast<int64_t>(id)).Bind(2, text).Run());
-  string_ids_.emplace(text, id);
-  return id;
 }
 
 Status NodeStoreWriter::Flush() {
@@ -197,7 +206,14 @@ Status NodeStoreWriter::Flush() {
       }
       pending.chunks.push_back(std::move(chunk));
     }
-    pending.events.swap(events_);
+    pending.events = std::move(spare_events_);
+    pending.events.Clear();
+    std::swap(pending.events, events_);
+    buffered_event_bytes_.store(0, std::memory_order_relaxed);
+    pending.first_new_string = persisted_strings_ + 1;
+    for (uint32_t id = persisted_strings_ + 1; id <= strings_.size(); ++id) {
+      pending.new_strings.push_back(strings_.text(id));  // arena text: stays valid unlocked
+    }
     pending.findings.swap(findings_);
     pending.counters.swap(counters_);
     pending.annotations.swap(annotations_);
@@ -211,6 +227,13 @@ Status NodeStoreWriter::Flush() {
     stats_.dropped_values = stats_.dropped_events = 0;
   }
   Status status = WriteLocked(pending, /*seal_all=*/false);
+  if (status.ok()) {
+    persisted_strings_ =
+        pending.first_new_string - 1 + static_cast<uint32_t>(pending.new_strings.size());
+  }
+  const auto events_flushed = static_cast<int64_t>(pending.events.size());
+  pending.events.Clear();
+  spare_events_ = std::move(pending.events);
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.flushes;
   if (status.ok()) {
@@ -218,12 +241,12 @@ Status NodeStoreWriter::Flush() {
       if (!chunk.sealed) series_[chunk.series - 1].tail_ids.push_back(chunk.new_id);
     }
     stats_.values_written += pending.value_count;
-    stats_.events_written += static_cast<int64_t>(pending.events.size());
+    stats_.events_written += events_flushed;
   } else {
     // The batch is lost; count it so the loss shows up in the run's data quality.
     ++stats_.write_errors;
     stats_.dropped_values += pending.value_count;
-    stats_.dropped_events += static_cast<int64_t>(pending.events.size());
+    stats_.dropped_events += events_flushed;
     counters_[model::dq::kWriteErrors] += 1;
     TP_LOG_ONCE(LogLevel::kWarning, "store writes are failing (" + status.message() +
                                         "); recording continues and counts what is lost");
@@ -276,51 +299,38 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
         for (int64_t id : chunk.delete_ids) TP_RETURN_IF_ERROR(del.Bind(1, id).Run());
       }
     }
-    if (!pending.events.empty()) {
-      // Sorted by (start, arrival): an order of 16-byte keys, not a shuffle of the events
-      // themselves (an import flushes 256 Ki events at a time).
-      std::vector<std::pair<int64_t, uint32_t>> order(pending.events.size());
-      bool sorted = true;
-      for (size_t i = 0; i < order.size(); ++i) {
-        order[i] = {pending.events[i].start_ns, static_cast<uint32_t>(i)};
-        sorted = sorted && (i == 0 || order[i - 1].first <= order[i].first);
+    if (!pending.new_strings.empty()) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt ins,
+                          db_->Prepare("INSERT INTO strings(id, text) VALUES(?, ?)"));
+      for (size_t i = 0; i < pending.new_strings.size(); ++i) {
+        TP_RETURN_IF_ERROR(ins.Bind(1, static_cast<int64_t>(pending.first_new_string + i))
+                               .Bind(2, pending.new_strings[i])
+                               .Run());
       }
-      if (!sorted) std::sort(order.begin(), order.end());
+    }
+    const EventColumns& ev = pending.events;
+    if (ev.size() > 0) {
+      // Sorted by (start, arrival): an order of indices, the columns stay where they are.
+      StableSortByKey(ev.start_ns, &order_);
       TP_ASSIGN_OR_RETURN(
           SqliteStmt ins,
           db_->Prepare(
               "INSERT INTO event_chunks(first_start_ns, last_start_ns, max_end_ns, count, data) "
               "VALUES(?, ?, ?, ?, ?)"));
-      std::vector<EncodedEvent> encoded;
       size_t per_chunk = static_cast<size_t>(std::max<int64_t>(1, options_.max_events_per_chunk));
-      for (size_t begin = 0; begin < pending.events.size(); begin += per_chunk) {
-        size_t end = std::min(pending.events.size(), begin + per_chunk);
-        encoded.clear();
-        encoded.reserve(end - begin);
+      for (size_t begin = 0; begin < ev.size(); begin += per_chunk) {
+        size_t end = std::min(ev.size(), begin + per_chunk);
+        std::span<const uint32_t> order(order_.data() + begin, end - begin);
         int64_t max_end = INT64_MIN;
-        for (size_t i = begin; i < end; ++i) {
-          model::Event& e = pending.events[order[i].second];
-          EncodedEvent x;
-          x.kind = e.kind;
-          x.start_ns = e.start_ns;
-          x.duration_ns = e.kind == model::EventKind::kInstant ? 0 : e.duration_ns;
-          TP_ASSIGN_OR_RETURN(x.name_id, StringIdLocked(e.name));
-          TP_ASSIGN_OR_RETURN(x.category_id, StringIdLocked(e.category));
-          TP_ASSIGN_OR_RETURN(x.mode_id, StringIdLocked(e.mode));
-          x.step = e.step;
-          x.pid = e.pid;
-          x.tid = e.tid;
-          x.rank = e.rank;
-          x.args = std::move(e.args);
-          max_end = std::max(max_end, x.start_ns + std::max<int64_t>(0, x.duration_ns));
-          encoded.push_back(std::move(x));
+        for (uint32_t i : order) {
+          max_end = std::max(max_end, ev.start_ns[i] + std::max<int64_t>(0, ev.duration_ns[i]));
         }
-        std::string blob = EncodeEventChunk(encoded, options_.zstd_level);
-        TP_RETURN_IF_ERROR(ins.Bind(1, encoded.front().start_ns)
-                               .Bind(2, encoded.back().start_ns)
+        EncodeEventColumns(ev, order, zstd_, &raw_chunk_, &blob_);
+        TP_RETURN_IF_ERROR(ins.Bind(1, ev.start_ns[order.front()])
+                               .Bind(2, ev.start_ns[order.back()])
                                .Bind(3, max_end)
-                               .Bind(4, static_cast<int64_t>(encoded.size()))
-                               .BindBlob(5, blob)
+                               .Bind(4, static_cast<int64_t>(order.size()))
+                               .BindBlob(5, blob_)
                                .Run());
       }
     }
@@ -373,16 +383,9 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
   Status status = body();
   if (status.ok()) status = db_->Exec("COMMIT");
   if (!status.ok()) {
+    // The strings inserted in the rolled-back transaction are gone too; they stay interned and
+    // go in with the next flush (persisted_strings_ is not advanced).
     (void)db_->Exec("ROLLBACK");
-    // Strings inserted in the rolled-back transaction are gone: reload the cache.
-    string_ids_.clear();
-    auto strings = db_->Prepare("SELECT id, text FROM strings");
-    if (strings.ok()) {
-      Status s;
-      while (strings->Step(&s)) {
-        string_ids_[std::string(strings->Text(1))] = static_cast<uint32_t>(strings->Int(0));
-      }
-    }
   }
   return status;
 }

@@ -27,7 +27,9 @@
 #include "model/event.h"
 #include "model/finding.h"
 #include "model/run_metadata.h"
+#include "store/codec.h"
 #include "store/sqlite_db.h"
+#include "store/string_interner.h"
 
 namespace trainprof::store {
 
@@ -67,7 +69,9 @@ class NodeStoreWriter {
   // Interns a (metric, device) pair; the id is stable for the life of the writer.
   SeriesId Series(const std::string& metric, const std::string& device);
   void Append(SeriesId series, int64_t ts_ns, double value);
-  void AppendEvent(model::Event event);
+  void AppendEvent(const model::Event& event);
+  // The same without building a model::Event: the views are copied before this returns.
+  void AppendEvent(const model::EventView& event);
   void AddFinding(model::Finding finding);
   // Adds `delta` to a data-quality counter (see model/data_quality.h).
   void AddCounter(const std::string& name, int64_t delta);
@@ -82,6 +86,11 @@ class NodeStoreWriter {
   Status Close();
 
   WriterStats stats() const;
+  // Bytes of event args buffered since the last flush (a cheap read, for callers that flush
+  // by size: an import of args-heavy events).
+  int64_t buffered_event_bytes() const {
+    return buffered_event_bytes_.load(std::memory_order_relaxed);
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -96,7 +105,6 @@ class NodeStoreWriter {
   NodeStoreWriter(std::unique_ptr<SqliteDb> db, std::string path, WriterOptions options);
   Status Initialize(const model::NodeInfo& node);
   Status WriteLocked(Pending& pending, bool seal_all);
-  StatusOr<uint32_t> StringIdLocked(const std::string& text);
   void AutoFlushLoop();
 
   std::unique_ptr<SqliteDb> db_;
@@ -108,15 +116,23 @@ class NodeStoreWriter {
   std::vector<std::pair<std::string, std::string>> series_keys_;  // by SeriesId
   std::vector<SeriesBuffer> series_;
   int64_t buffered_values_ = 0;
-  std::vector<model::Event> events_;
+  // Events since the last flush, columnar, their strings interned as they arrive (`strings_`
+  // is the node's whole string table: ids up to persisted_strings_ are in the store).
+  EventColumns events_;
+  StringInterner strings_;
+  std::atomic<int64_t> buffered_event_bytes_{0};
   std::vector<model::Finding> findings_;
   std::map<std::string, int64_t> counters_;
   std::vector<std::tuple<int64_t, std::string, std::string>> annotations_;
   std::map<std::string, std::string> meta_;
   WriterStats stats_;
 
-  std::mutex flush_mu_;  // serializes Flush/Close; guards db_ and the string table
-  std::unordered_map<std::string, uint32_t> string_ids_;
+  std::mutex flush_mu_;  // serializes Flush/Close; guards db_ and what follows
+  uint32_t persisted_strings_ = 0;
+  EventColumns spare_events_;  // the last flush's columns, emptied, capacity kept
+  std::vector<uint32_t> order_;
+  std::string raw_chunk_, blob_;
+  ZstdCompressor zstd_;
   bool closed_ = false;
   std::atomic<bool> sealing_all_{false};  // set by Close() for its final flush
 

@@ -10,8 +10,6 @@
 namespace trainprof::importers::json {
 namespace {
 
-bool IsScalarEnd(char c) { return c == ',' || c == '}' || c == ']' || IsWs(c); }
-
 // The bytes that matter when skipping a nested value: quotes and brackets.
 constexpr auto kStructural = [] {
   std::array<bool, 256> t{};
@@ -19,9 +17,10 @@ constexpr auto kStructural = [] {
   return t;
 }();
 
-// Finds the closing quote of the string whose opening quote is at p[-1]. Most strings in
-// traces are keys and short names: a plain loop finds their end before a memchr call would
-// have started; longer ones (kernel names, args) go to memchr.
+}  // namespace
+
+// Most strings in traces are keys and short names: a plain loop finds their end before a
+// memchr call would have started; longer ones (kernel names, args) go to memchr.
 const char* StringEnd(const char* p, const char* end) {
   const char* const start = p;
   for (const char* stop = std::min(end, p + 24); p < stop; ++p) {
@@ -43,6 +42,8 @@ const char* StringEnd(const char* p, const char* end) {
   }
   return nullptr;
 }
+
+namespace {
 
 void AppendUtf8(uint32_t cp, std::string* out) {
   if (cp < 0x80) {

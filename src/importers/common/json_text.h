@@ -24,6 +24,13 @@ inline const char* SkipWs(const char* p, const char* end) {
   return p;
 }
 
+// One past the closing quote of the string whose opening quote is at p[-1], or null when the
+// text ends first.
+const char* StringEnd(const char* p, const char* end);
+
+// A byte that ends a number or literal.
+inline bool IsScalarEnd(char c) { return c == ',' || c == '}' || c == ']' || IsWs(c); }
+
 // `p` points at the first character of a value. On kOk, *value_end is one past its last
 // character. A number or literal that touches `end` is kIncomplete unless `at_eof`.
 ScanResult FindValueEnd(const char* p, const char* end, bool at_eof, const char** value_end);

@@ -220,19 +220,46 @@ class Streamer {
         }
       }
       first = false;
-      size_t s, e;
-      bool cut;
-      TP_RETURN_IF_ERROR(Value(&s, &e, &cut));
-      if (cut) {
-        result_.truncated_element = true;
-        if (top_level_array && options_.allow_unterminated_array) return OkStatus();
-        if (!top_level_array) return OkStatus();
-        return DataLoss(src_.path() + ": JSON ends inside an event after " +
-                        std::to_string(result_.events) + " events (truncated file?)");
+      bool stop = false;
+      while (true) {
+        const char* element_end = nullptr;
+        Status status;
+        InPlaceResult r =
+            sink_.OnEventInPlace(w_.data() + pos_, w_.data() + w_.size(), &element_end, &status);
+        if (r == InPlaceResult::kDone) {
+          pos_ = static_cast<size_t>(element_end - w_.data());
+          ++result_.events;
+          TP_RETURN_IF_ERROR(status);
+          break;
+        }
+        if (r == InPlaceResult::kNeedMore && !w_.eof()) {
+          TP_RETURN_IF_ERROR(Refill());
+          continue;
+        }
+        // Not taken, or cut off at the end of the input: the general path decides.
+        TP_ASSIGN_OR_RETURN(stop, CutElement(top_level_array));
+        break;
       }
-      ++result_.events;
-      TP_RETURN_IF_ERROR(sink_.OnEvent(std::string_view(w_.data() + s, e - s)));
+      if (stop) return OkStatus();
     }
+  }
+
+  // The general path for one element: find its end, then hand its text to OnEvent. True when
+  // the input ended inside the element and that is accepted (the array ends there).
+  StatusOr<bool> CutElement(bool top_level_array) {
+    size_t s, e;
+    bool cut;
+    TP_RETURN_IF_ERROR(Value(&s, &e, &cut));
+    if (cut) {
+      result_.truncated_element = true;
+      if (top_level_array && options_.allow_unterminated_array) return true;
+      if (!top_level_array) return true;
+      return DataLoss(src_.path() + ": JSON ends inside an event after " +
+                      std::to_string(result_.events) + " events (truncated file?)");
+    }
+    ++result_.events;
+    TP_RETURN_IF_ERROR(sink_.OnEvent(std::string_view(w_.data() + s, e - s)));
+    return false;
   }
 
   Window w_;

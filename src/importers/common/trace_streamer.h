@@ -15,9 +15,26 @@
 
 namespace trainprof::importers {
 
+enum class InPlaceResult {
+  kDone,        // the element was taken; *element_end is one past it
+  kNeedMore,    // the buffer ends inside the element: the streamer reads more and asks again
+  kNotHandled,  // the streamer cuts the element out and calls OnEvent with its text
+};
+
 class TraceSink {
  public:
   virtual ~TraceSink() = default;
+  // Optional fast path, tried first for each element of the events array: parse the element
+  // starting at p (the buffer holds [p, end)) where it lies, finding its end in the same pass.
+  // Must have no effect unless it returns kDone; a non-ok *status then stops the stream.
+  virtual InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
+                                       Status* status) {
+    (void)p;
+    (void)end;
+    (void)element_end;
+    (void)status;
+    return InPlaceResult::kNotHandled;
+  }
   // One element of the events array (normally an object). A non-ok status stops the stream.
   virtual Status OnEvent(std::string_view event_text) = 0;
   // A top-level member other than "traceEvents" (only for the object form).

@@ -1,5 +1,7 @@
 #include "importers/kineto/kineto_event_parser.h"
 
+#include <array>
+
 #include "importers/common/json_text.h"
 
 namespace trainprof::importers::kineto {
@@ -62,6 +64,156 @@ bool ParseRawEvent(std::string_view text, RawEvent* out, std::string* name_scrat
     }
   }
   return r.ok() && out->ph != 0;
+}
+
+namespace {
+
+// Bytes copied as they are while minifying: everything but whitespace, quotes and brackets.
+constexpr auto kPlain = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) t[c] = true;
+  for (unsigned char c : {' ', '\n', '\r', '\t', '"', '{', '}', '[', ']'}) t[c] = false;
+  return t;
+}();
+
+// Copies the object or array at p into *out without whitespace outside strings, finding its end
+// on the way (json::FindValueEnd and json::AppendMinified in one pass).
+InPlace MinifyValue(const char* p, const char* end, std::string* out, const char** value_end) {
+  int depth = 0;
+  const char* q = p;
+  while (q < end) {
+    const char* r = q;
+    while (r < end && kPlain[static_cast<unsigned char>(*r)]) ++r;
+    if (r != q) out->append(q, static_cast<size_t>(r - q));
+    q = r;
+    if (q >= end) break;
+    const char c = *q;
+    if (c == '"') {
+      const char* e = json::StringEnd(q + 1, end);
+      if (e == nullptr) return InPlace::kIncomplete;
+      out->append(q, static_cast<size_t>(e - q));
+      q = e;
+      continue;
+    }
+    ++q;
+    if (json::IsWs(c)) continue;
+    out->push_back(c);
+    if (c == '{' || c == '[') {
+      ++depth;
+    } else if (--depth == 0) {
+      *value_end = q;
+      return InPlace::kOk;
+    }
+  }
+  return InPlace::kIncomplete;
+}
+
+}  // namespace
+
+InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::string* name_scratch,
+                          std::string* args, const char** event_end) {
+  *out = RawEvent{};
+  if (p >= end || *p != '{') return InPlace::kInvalid;
+  const char* q = p + 1;
+  while (true) {
+    q = json::SkipWs(q, end);
+    if (q >= end) return InPlace::kIncomplete;
+    if (*q != '"') return InPlace::kInvalid;  // includes "{}": no ph, ParseRawEvent decides
+    const char* ks = q + 1;
+    const char* ke = ks;
+    while (ke < end && *ke != '"' && *ke != '\\') ++ke;
+    if (ke >= end) return InPlace::kIncomplete;
+    if (*ke == '\\') return InPlace::kInvalid;
+    const std::string_view k(ks, static_cast<size_t>(ke - ks));
+    q = json::SkipWs(ke + 1, end);
+    if (q >= end) return InPlace::kIncomplete;
+    if (*q != ':') return InPlace::kInvalid;
+    q = json::SkipWs(q + 1, end);
+    if (q >= end) return InPlace::kIncomplete;
+    const char c = *q;
+    const char* ve = nullptr;
+    if (c == '"') {
+      ve = json::StringEnd(q + 1, end);
+      if (ve == nullptr) return InPlace::kIncomplete;
+    } else if (c == '{' || c == '[') {
+      if (k == "args") {
+        args->clear();
+        InPlace r = MinifyValue(q, end, args, &ve);
+        if (r != InPlace::kOk) return r;
+      } else {
+        json::ScanResult r = json::FindValueEnd(q, end, false, &ve);
+        if (r == json::ScanResult::kIncomplete) return InPlace::kIncomplete;
+        if (r != json::ScanResult::kOk) return InPlace::kInvalid;
+      }
+    } else if (c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n') {
+      ve = q;
+      while (ve < end && !json::IsScalarEnd(*ve)) ++ve;
+      if (ve >= end) return InPlace::kIncomplete;
+    } else {
+      return InPlace::kInvalid;
+    }
+    const std::string_view v(q, static_cast<size_t>(ve - q));
+    if (!k.empty()) {
+      switch (k[0]) {
+        case 'p':
+          if (k == "ph") {
+            std::string_view body;
+            if (!json::RawStringBody(v, &body) || body.size() != 1) return InPlace::kInvalid;
+            out->ph = body[0];
+          } else if (k == "pid") {
+            out->pid = v;
+          }
+          break;
+        case 'n':
+          if (k == "name") {
+            if (!json::RawStringBody(v, &out->name)) {
+              if (!json::DecodeString(v, name_scratch)) return InPlace::kInvalid;
+              out->name = *name_scratch;
+            }
+            out->has_name = true;
+          }
+          break;
+        case 'c':
+          if (k == "cat" && !json::RawStringBody(v, &out->cat)) out->cat = std::string_view("?");
+          break;
+        case 't':
+          if (k == "ts")
+            out->ts = v;
+          else if (k == "tid")
+            out->tid = v;
+          break;
+        case 'd':
+          if (k == "dur") out->dur = v;
+          break;
+        case 'a':
+          if (k == "args") {
+            if (c != '{' && c != '[') args->assign(v);  // a scalar is its own minified form
+            out->args = *args;
+          }
+          break;
+        case 'i':
+          if (k == "id") out->id = v;
+          break;
+        case 's':
+          if (k == "s") json::RawStringBody(v, &out->s);
+          break;
+        case 'b':
+          if (k == "bp") json::RawStringBody(v, &out->bp);
+          break;
+        default:
+          break;
+      }
+    }
+    q = json::SkipWs(ve, end);
+    if (q >= end) return InPlace::kIncomplete;
+    if (*q == ',') {
+      ++q;
+      continue;
+    }
+    if (*q != '}') return InPlace::kInvalid;
+    *event_end = q + 1;
+    return out->ph != 0 ? InPlace::kOk : InPlace::kInvalid;
+  }
 }
 
 int64_t ParseTrackId(std::string_view text) {

@@ -24,6 +24,19 @@ struct RawEvent {
 // False when the text is not an object or a member is malformed.
 bool ParseRawEvent(std::string_view text, RawEvent* out, std::string* name_scratch);
 
+enum class InPlace {
+  kOk,          // *event_end is one past the object's closing brace
+  kIncomplete,  // the text ends inside the object: read more and try again
+  kInvalid,     // not an event this fast path takes: cut the element out and use ParseRawEvent
+};
+
+// The import's fast path: parses the event object that starts at p[0] in the same pass that
+// finds its end, and writes its args minified into *args (out->args views it). For every
+// element it accepts the result is what ParseRawEvent plus json::AppendMinified of the args
+// give; anything unusual (escaped keys, no "ph", malformed members) is left to them.
+InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::string* name_scratch,
+                          std::string* args, const char** event_end);
+
 // pid / tid as Kineto writes them: a number, a numeric string, "stream 7" (older GPU rows) or
 // a label ("Traces", "") which has no number: model::kMissing.
 int64_t ParseTrackId(std::string_view text);

@@ -1,5 +1,6 @@
 #include "importers/kineto/kineto_importer.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -22,6 +23,9 @@ namespace {
 constexpr int64_t kAbsoluteThresholdNs = 100'000'000'000'000'000;
 constexpr int64_t kMaxDurationNs = 30LL * 24 * 3600 * 1'000'000'000;
 constexpr size_t kTailBytes = 1 << 16;
+// A flush also when this much args text is buffered: events with call stacks in their args
+// (~500 bytes each) would otherwise hold 30 MB per 64 Ki-event batch.
+constexpr int64_t kFlushArgsBytes = 4 << 20;
 
 // Finds `"baseTimeNanoseconds": N` in the last bytes of the (decompressed) file: recent Kineto
 // writes it after the events, and we need it before storing them.
@@ -140,13 +144,39 @@ class FileImporter : public TraceSink {
     return OkStatus();
   }
 
+  // The fast path: the element parsed where it lies in the read buffer, in one pass.
+  InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
+                               Status* status) override {
+    RawEvent e;
+    switch (ParseEventInPlace(p, end, &e, &scratch_, &args_, element_end)) {
+      case InPlace::kOk:
+        *status = Handle(e);
+        return InPlaceResult::kDone;
+      case InPlace::kIncomplete:
+        return InPlaceResult::kNeedMore;
+      case InPlace::kInvalid:
+        break;
+    }
+    return InPlaceResult::kNotHandled;
+  }
+
+  // Everything the fast path leaves: the element cut out of the stream as text.
   Status OnEvent(std::string_view text) override {
-    ++summary_.elements;
     RawEvent e;
     if (!ParseRawEvent(text, &e, &scratch_)) {
+      ++summary_.elements;
       Problem(dq::kInvalidEvents);
       return OkStatus();
     }
+    args_.clear();
+    if (!e.args.empty()) json::AppendMinified(e.args, &args_);
+    e.args = args_;
+    return Handle(e);
+  }
+
+  // One parsed element; e.args is minified.
+  Status Handle(const RawEvent& e) {
+    ++summary_.elements;
     if (!started_) TP_RETURN_IF_ERROR(Start());
     switch (e.ph) {
       case 'X':
@@ -185,6 +215,8 @@ class FileImporter : public TraceSink {
                         path_ + ": distributedInfo or baseTimeNanoseconds came after events");
     }
     for (const auto& [name, n] : summary_.problems) writer_->AddCounter(name, n);
+    for (auto& [category, n] : category_counts_) summary_.categories[category] += n;
+    category_counts_.clear();
     if (summary_.events_stored > 0) run_.builder->NoteTime(summary_.start_ns, summary_.end_ns);
     return writer_->Flush().WithContext(path_);
   }
@@ -257,20 +289,40 @@ class FileImporter : public TraceSink {
     return true;
   }
 
-  void Fill(const RawEvent& e, model::Event* ev) {
-    ev->name.assign(e.name.data(), e.name.size());
-    ev->category.assign(NormalizeCategory(e.cat));
-    ev->pid = ParseTrackId(e.pid);
-    ev->tid = ParseTrackId(e.tid);
-    ev->rank = rank_;
-    if (!e.args.empty() && e.args != "{}") {
-      ev->args.reserve(e.args.size());
-      json::AppendMinified(e.args, &ev->args);
-    }
+  model::EventView View(const RawEvent& e, model::EventKind kind, int64_t start_ns) {
+    model::EventView ev;
+    ev.kind = kind;
+    ev.start_ns = start_ns;
+    ev.name = e.name;
+    ev.category = NormalizeCategory(e.cat);
+    ev.pid = ParseTrackId(e.pid);
+    ev.tid = ParseTrackId(e.tid);
+    ev.rank = rank_;
+    if (e.args != "{}") ev.args = e.args;
+    return ev;
   }
 
-  Status Store(model::Event ev) {
-    int64_t end = ev.end_ns();
+  // Events by category without a map lookup per event: a handful of categories, the same
+  // one run after run.
+  void CountCategory(std::string_view category) {
+    if (last_category_ < category_counts_.size() &&
+        category_counts_[last_category_].first == category) {
+      ++category_counts_[last_category_].second;
+      return;
+    }
+    for (size_t i = 0; i < category_counts_.size(); ++i) {
+      if (category_counts_[i].first == category) {
+        last_category_ = i;
+        ++category_counts_[i].second;
+        return;
+      }
+    }
+    last_category_ = category_counts_.size();
+    category_counts_.emplace_back(std::string(category), 1);
+  }
+
+  Status Store(const model::EventView& ev) {
+    int64_t end = ev.start_ns + ev.duration_ns;
     if (summary_.events_stored == 0) {
       summary_.start_ns = ev.start_ns;
       summary_.end_ns = end;
@@ -279,9 +331,9 @@ class FileImporter : public TraceSink {
       if (end > summary_.end_ns) summary_.end_ns = end;
     }
     ++summary_.events_stored;
-    ++summary_.categories[ev.category];
-    writer_->AppendEvent(std::move(ev));
-    if (++pending_ >= run_.flush_events) {
+    CountCategory(ev.category);
+    writer_->AppendEvent(ev);
+    if (++pending_ >= run_.flush_events || writer_->buffered_event_bytes() >= kFlushArgsBytes) {
       pending_ = 0;
       TP_RETURN_IF_ERROR(writer_->Flush().WithContext(path_));
     }
@@ -301,16 +353,13 @@ class FileImporter : public TraceSink {
       Problem(dq::kAbsurdDurations);
       return OkStatus();
     }
-    model::Event ev;
-    ev.kind = model::EventKind::kSpan;
-    ev.start_ns = start;
+    model::EventView ev = View(e, model::EventKind::kSpan, start);
     ev.duration_ns = dur;
-    Fill(e, &ev);
     int64_t step;
     bool cpu_side = ev.category == "user_annotation" || ev.category == "cpu_op";
     if (cpu_side && ParseProfilerStep(e.name, &step)) {
       ++summary_.steps;
-      model::Event s;
+      model::EventView s;
       s.kind = model::EventKind::kSpan;
       s.start_ns = start;
       s.duration_ns = dur;
@@ -322,21 +371,17 @@ class FileImporter : public TraceSink {
       s.tid = ev.tid;
       s.rank = rank_;
       ev.step = step;
-      TP_RETURN_IF_ERROR(Store(std::move(s)));
+      TP_RETURN_IF_ERROR(Store(s));
     }
-    return Store(std::move(ev));
+    return Store(ev);
   }
 
   Status Instant(const RawEvent& e) {
     Status st;
     int64_t ts;
     if (!Timestamp(e, &ts, &st)) return st;
-    model::Event ev;
-    ev.kind = model::EventKind::kInstant;
-    ev.start_ns = ts;
-    Fill(e, &ev);
     if (e.name == "[memory]" && !e.args.empty()) MemorySample(ts, e.args);
-    return Store(std::move(ev));
+    return Store(View(e, model::EventKind::kInstant, ts));
   }
 
   void MemorySample(int64_t ts, std::string_view args) {
@@ -382,24 +427,35 @@ class FileImporter : public TraceSink {
     Status st;
     int64_t ts;
     if (!Timestamp(e, &ts, &st)) return st;
-    model::Event ev;
+    model::EventView ev;
     ev.kind = model::EventKind::kInstant;
     ev.start_ns = ts;
-    ev.name.assign(e.name.empty() ? e.cat : e.name);
-    ev.category.assign(e.cat);
+    ev.name = e.name.empty() ? e.cat : e.name;
+    ev.category = e.cat;
     ev.pid = ParseTrackId(e.pid);
     ev.tid = ParseTrackId(e.tid);
     ev.rank = rank_;
     int64_t id = model::kMissing;
     json::ParseLooseInt64(e.id, &id);
-    ev.args = "{\"flow_phase\":\"";
-    ev.args.push_back(e.ph);
-    ev.args += "\"";
-    if (id != model::kMissing) ev.args += ",\"flow_id\":" + std::to_string(id);
-    if (!e.bp.empty()) ev.args += ",\"bp\":\"" + std::string(e.bp) + "\"";
-    ev.args += "}";
+    std::string& a = flow_args_;
+    a.assign("{\"flow_phase\":\"");
+    a.push_back(e.ph);
+    a += "\"";
+    if (id != model::kMissing) {
+      char buf[24];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, id);
+      a += ",\"flow_id\":";
+      a.append(buf, static_cast<size_t>(end - buf));
+    }
+    if (!e.bp.empty()) {
+      a += ",\"bp\":\"";
+      a += e.bp;
+      a += "\"";
+    }
+    a += "}";
+    ev.args = a;
     ++summary_.flows;
-    return Store(std::move(ev));
+    return Store(ev);
   }
 
   Status Counter(const RawEvent& e) {
@@ -440,10 +496,16 @@ class FileImporter : public TraceSink {
     Status st;
     int64_t ts;
     if (!Timestamp(e, &ts, &st)) return st;
+    model::EventView v = View(e, model::EventKind::kSpan, ts);
     model::Event ev;
-    ev.kind = model::EventKind::kSpan;
-    ev.start_ns = ts;
-    Fill(e, &ev);
+    ev.kind = v.kind;
+    ev.start_ns = v.start_ns;
+    ev.name = v.name;
+    ev.category = v.category;
+    ev.pid = v.pid;
+    ev.tid = v.tid;
+    ev.rank = v.rank;
+    ev.args = v.args;
     open_[{ev.pid, ev.tid}].push_back(std::move(ev));
     return OkStatus();
   }
@@ -464,7 +526,7 @@ class FileImporter : public TraceSink {
       Problem(dq::kAbsurdDurations);
       return OkStatus();
     }
-    return Store(std::move(ev));
+    return Store(model::ViewOf(ev));
   }
 
   RunState& run_;
@@ -483,6 +545,10 @@ class FileImporter : public TraceSink {
   store::NodeStoreWriter* writer_ = nullptr;
   int64_t pending_ = 0;
   std::string scratch_;
+  std::string args_;       // the current event's args, minified
+  std::string flow_args_;  // a flow's args as stored
+  std::vector<std::pair<std::string, int64_t>> category_counts_;
+  size_t last_category_ = 0;
   std::map<std::pair<int64_t, int64_t>, std::vector<model::Event>> open_;
 };
 
@@ -506,7 +572,9 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
       break;
     }
     FileImporter file(run, path, (*src)->gzip());
-    auto streamed = StreamTrace(**src, file);
+    StreamOptions stream_options;
+    stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
+    auto streamed = StreamTrace(**src, file, stream_options);
     if (!streamed.ok()) {
       failure = streamed.status();
       (void)file.Finish();  // keep what was read, with its counters

@@ -30,6 +30,9 @@ struct KinetoImportOptions {
   std::string out;                 // run directory (created; must not hold a run already)
   std::string name;                // run name; default: the run directory's base name
   int64_t flush_events = 1 << 16;  // events buffered per store flush (bounds memory)
+  // The streamer's first read window (it grows for a larger element); tests make it tiny so
+  // that events straddle every refill.
+  size_t read_buffer_bytes = 1 << 20;
 };
 
 struct KinetoFileSummary {
