@@ -16,9 +16,6 @@ compiled region) is what gets timed.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import json
 import sys
 import weakref
 
@@ -69,7 +66,7 @@ def _close_train_step(end: int) -> None:
     if not A.step_open:
         return
     A.step_open = False
-    R.end_step(A.step_start, end, json.dumps({"micro_batches": A.micro_batches}))
+    R.end_step(A.step_start, end, '{"micro_batches":%d}' % A.micro_batches)
     _cuda_step_end(A.step_start)
 
 
@@ -192,10 +189,23 @@ def _opt_exit(optimizer) -> None:
         # optimizer's: the span keeps its start and is shortened by that time.
         exclusive = max(0, t1 - A.opt_start - A.opt_nested_ns)
         R.record_span("optimizer.step", "optimizer", A.opt_start, A.opt_start + exclusive,
-                      args=json.dumps({"optimizer": type(optimizer).__name__}))
+                      args=_optimizer_args(optimizer))
         _close_train_step(t1)
     except Exception as exc:  # noqa: BLE001
         warn_once("optimizer", f"optimizer instrumentation failed: {exc}")
+
+
+_OPTIMIZER_ARGS: dict = {}  # optimizer class -> its span args (one json.dumps per class)
+
+
+def _optimizer_args(optimizer) -> str:
+    cls = type(optimizer)
+    args = _OPTIMIZER_ARGS.get(cls)
+    if args is None:
+        import json
+
+        args = _OPTIMIZER_ARGS[cls] = json.dumps({"optimizer": cls.__name__})
+    return args
 
 
 def _install_optimizer_hooks(torch) -> None:
@@ -273,6 +283,8 @@ def _patch_dataloader(torch) -> None:
                 config = _loader_config(loader)
                 R.annotate(**{f"dataloader.{index}": config})
                 # what the Dataloader rule reads (its evidence shows the loader's settings)
+                import json
+
                 R.record_instant("dataloader_init", "dataloader", step=None, mode="",
                                  args=json.dumps(dict(config, loader=index)))
         except Exception as exc:  # noqa: BLE001
@@ -391,8 +403,8 @@ def _patch_distributed(torch) -> None:
         out = orig_init(*args, **kwargs)
         try:
             if S.active:
-                R._core().recorder_set_rank(dist.get_rank(), R._dist.identity()["local_rank"],
-                                            dist.get_world_size())
+                R._rec.set_rank(dist.get_rank(), R._dist.identity()["local_rank"],
+                                dist.get_world_size())
         except Exception as exc:  # noqa: BLE001
             warn_once("rank", f"could not read the rank: {exc}")
         return out
@@ -481,31 +493,9 @@ def install(torch) -> None:
     atexit.register(finish)
 
 
-class _TorchFinder(importlib.abc.MetaPathFinder):
-    """Runs install() right after ``import torch`` finishes executing (first import only)."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != "torch":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        orig_exec = loader.exec_module
-
-        def exec_module(module):
-            orig_exec(module)
-            install(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def install_when_imported() -> None:
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "nn"):
         install(torch)
         return
-    if not any(isinstance(f, _TorchFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _TorchFinder())
+    R.when_imported("torch", install)

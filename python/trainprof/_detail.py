@@ -183,7 +183,7 @@ def store_trace(trace: dict, marker_ns: int, steps: list, category=None) -> int:
                       args=json.dumps(args) if args else None)
         stored += 1
     if bad:
-        R._core().recorder_add_counter("parse_errors", bad)
+        R._rec.add_counter("parse_errors", bad)
     return stored
 
 

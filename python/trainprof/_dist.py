@@ -4,7 +4,7 @@ the launchers' environment variables (torchrun / torch.distributed, Horovod / Op
 from __future__ import annotations
 
 import os
-import socket
+
 
 # In order of preference: the first variable present wins.
 _RANK = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -28,7 +28,7 @@ def _first_int(names: tuple[str, ...], env) -> int | None:
 def identity(env=None) -> dict:
     """{"rank", "local_rank", "world_size", "node"}; absent values are None."""
     env = os.environ if env is None else env
-    node = next((env[n] for n in _NODE if env.get(n)), None) or socket.gethostname()
+    node = next((env[n] for n in _NODE if env.get(n)), None) or os.uname().nodename
     return {
         "rank": _first_int(_RANK, env),
         "local_rank": _first_int(_LOCAL_RANK, env),

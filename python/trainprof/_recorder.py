@@ -1,58 +1,34 @@
 """The explicit instrumentation API (trainprof.start/stop/step/span/mark/annotate) and the
 state the automatic PyTorch instrumentation shares with it.
 
-Hot path: a span takes two time.perf_counter_ns() readings (CLOCK_MONOTONIC, the recorder's
-clock) and appends one tuple to a deque; a daemon thread hands the deque to the C++ recorder
-every 0.25 s (and a full deque is handed over at once), and the C++ flusher writes the process
-store. Nothing here raises into training: misuse warns once, internal errors are swallowed after
-one warning.
+Hot path: spans and the automatic instrumentation's records go straight into the C++
+recorder through trainprof._rec (a C-API extension: no Python frame for `with span(...)`, no
+Python-side buffer, no drain thread). Each thread appends to its own buffer there; the
+recorder's flusher writes the process store. Nothing here raises into training: misuse warns
+once, internal errors are swallowed after one warning.
+
+This module is imported at the start of every Python process of a recorded job: it imports
+only what it needs (no NumPy, no pandas).
 """
 
 from __future__ import annotations
 
-import atexit
-import collections
-import functools
-import json
 import os
 import sys
-import threading
 import time
 import warnings
 
 from trainprof import _dist
+from trainprof import _rec
 
-_perf = time.perf_counter_ns
-# The kernel thread id of each event. threading.get_native_id() is a gettid system call (a
-# sixth of a span's cost on a VM); a thread-local keeps it per thread (and a forked child's
-# threads start without it, so it is never stale after fork).
-_local = threading.local()
-
-
-def _tid() -> int:
-    try:
-        return _local.tid
-    except AttributeError:
-        tid = _local.tid = threading.get_native_id()
-        return tid
-
-
-# The forking thread is the child's only thread, with a new kernel thread id.
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _local.__dict__.pop("tid", None))
-
-
-MAX_BUFFERED = 1_000_000  # events waiting for the drain thread; more are dropped and counted
-DRAIN_AT = 8192  # a deque this long is handed over by the thread that filled it
-DRAIN_INTERVAL_S = 0.25
-
-_buf: collections.deque = collections.deque()
+_perf = time.perf_counter_ns  # CLOCK_MONOTONIC: the recorder's clock, without its offset
 _warned: set[str] = set()
 
 
 class _State:
     """Process-wide recorder state (steps are a process-level notion: spans from any thread carry
-    the current step). Mutated by the training thread; read by others without locks."""
+    the current step). Mutated by the training thread; read by others without locks. The current
+    step and mode are mirrored into _rec (set_step), where spans and records read them."""
 
     active = False
     run_dir: str | None = None
@@ -60,9 +36,6 @@ class _State:
     mode: str = ""
     explicit_steps = False  # the user used trainprof.step(): automatic step boundaries stop
     next_step: dict = {}  # mode -> next step number
-    dropped = 0
-    drain_thread: threading.Thread | None = None
-    stop_event: threading.Event | None = None
     step_hooks: list = []  # callables (event, step, mode, start, end) for detail profiling
     pid = 0
 
@@ -81,80 +54,38 @@ def warn_once(key: str, message: str) -> None:
 
 
 def _core():
-    from trainprof import _core as core
-
-    return core
-
-
-def _push(item: tuple) -> None:
-    buf = _buf
-    if len(buf) >= DRAIN_AT:
-        if len(buf) >= MAX_BUFFERED:
-            S.dropped += 1
-            return
-        buf.append(item)
-        drain()
-        return
-    buf.append(item)
+    """The recorder's extension module (kept under this name for the callers that predate it)."""
+    return _rec
 
 
-def drain() -> None:
-    """Hands buffered events to the C++ recorder (any thread; deque pops are atomic)."""
-    buf = _buf
-    n = len(buf)
-    if n == 0 and S.dropped == 0:
-        return
-    pop = buf.popleft
-    items = []
-    try:  # another thread may be draining too: it takes its share
-        for _ in range(n):
-            items.append(pop())
-    except IndexError:
-        pass
-    try:
-        core = _core()
-        if S.active:
-            core.recorder_submit(items)
-        if S.dropped:
-            core.recorder_add_counter("dropped_events", S.dropped)
-            S.dropped = 0
-    except Exception as exc:  # noqa: BLE001
-        warn_once("drain", f"could not hand events to the recorder: {exc}")
+CURRENT = _rec.CURRENT  # default for step/mode: the current step's
+
+# record_span(name, category, start, end, step=CURRENT, mode=CURRENT, args=None): a finished
+# span; start/end are perf_counter_ns readings; step=None: no step. A no-op while not recording.
+record_span = _rec.record_span
+# record_instant(name, category, ts=None, step=CURRENT, mode=CURRENT, args=None)
+record_instant = _rec.record_instant
 
 
-def _drain_loop(stop: threading.Event) -> None:
-    while not stop.wait(DRAIN_INTERVAL_S):
-        drain()
+def _json_strings(items) -> str:
+    """A JSON array of strings; json itself (6 ms to import) only for strings that need escapes."""
+    parts = []
+    for item in items:
+        text = str(item)
+        if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+            parts.append('"' + text + '"')
+        else:
+            import json
 
-
-def _start_drain_thread() -> None:
-    S.stop_event = threading.Event()
-    t = threading.Thread(target=_drain_loop, args=(S.stop_event,), name="trainprof-drain", daemon=True)
-    t.start()
-    S.drain_thread = t
-
-
-CURRENT = object()  # default for step/mode: the current step's
-
-
-def record_span(name, category, start, end, step=CURRENT, mode=CURRENT, args=None) -> None:
-    """Records a finished span; start/end are perf_counter_ns readings; step=None: no step."""
-    if not S.active:
-        return
-    _push((0, name, category, S.mode if mode is CURRENT else mode, S.step if step is CURRENT else step,
-           start, end - start, _tid(), args))
-
-
-def record_instant(name, category, ts=None, step=CURRENT, mode=CURRENT, args=None) -> None:
-    if not S.active:
-        return
-    _push((1, name, category, S.mode if mode is CURRENT else mode, S.step if step is CURRENT else step,
-           _perf() if ts is None else ts, 0, _tid(), args))
+            parts.append(json.dumps(text))
+    return "[" + ",".join(parts) + "]"
 
 
 def _json_args(kwargs) -> str | None:
     if not kwargs:
         return None
+    import json
+
     try:
         return json.dumps(kwargs, default=str)
     except Exception:  # noqa: BLE001
@@ -170,6 +101,7 @@ def begin_step(mode: str, number: int | None = None) -> int:
     S.next_step[mode] = n + 1
     S.step = n
     S.mode = mode
+    _rec.set_step(n, mode)
     for hook in S.step_hooks:
         try:
             hook("begin", n, mode, None, None)
@@ -182,9 +114,10 @@ def end_step(start: int, end: int, args: str | None = None) -> None:
     n, mode = S.step, S.mode
     if n is None:
         return
-    record_span("step", "step", start, end, step=n, mode=mode, args=args)
+    record_span("step", "step", start, end, n, mode, args)
     S.step = None
     S.mode = ""
+    _rec.set_step(None, "")
     for hook in S.step_hooks:
         try:
             hook("end", n, mode, start, end)
@@ -225,56 +158,26 @@ class step:
         return False
 
 
-class span:
-    """``with trainprof.span("name"):`` or ``@trainprof.span("name")``: a timed region carrying
-    the current step and mode. Ending a span twice warns once."""
+# ``with trainprof.span("name"):`` or ``@trainprof.span("name")``: a timed region carrying the
+# current step and mode; span(name, category="user", **args). Ending a span twice warns once.
+# The type is in C (trainprof._rec.Span); decorating goes through _decorate below.
+span = _rec.Span
 
-    __slots__ = ("name", "category", "args", "_t0")
 
-    def __init__(self, name: str, category: str = "user", **args):
-        self.name = name
-        self.category = category
-        self.args = _json_args(args) if args else None
-        self._t0 = None
+def _decorate(s, func):
+    import functools
 
-    def __enter__(self):
-        self._t0 = _perf()
-        return self
+    name, category, args = s.name, s.category, s.args
 
-    def __exit__(self, exc_type, exc, tb):
-        t1 = _perf()
-        t0 = self._t0
-        if t0 is None:
-            warn_once("span_twice", f"span {self.name!r} ended twice (or never started); ignored")
-            return False
-        self._t0 = None
-        if S.active:
-            try:
-                tid = _local.tid
-            except AttributeError:
-                tid = _tid()
-            item = (0, self.name, self.category, S.mode, S.step, t0, t1 - t0, tid, self.args)
-            buf = _buf
-            if len(buf) < DRAIN_AT:  # the common case, without a call
-                buf.append(item)
-            else:
-                _push(item)
-        return False
+    @functools.wraps(func)
+    def wrapper(*a, **kw):
+        t0 = _perf()
+        try:
+            return func(*a, **kw)
+        finally:
+            record_span(name, category, t0, _perf(), CURRENT, CURRENT, args)
 
-    def __call__(self, func):
-        name, category, args = self.name, self.category, self.args
-
-        @functools.wraps(func)
-        def wrapper(*a, **kw):
-            t0 = _perf()
-            try:
-                return func(*a, **kw)
-            finally:
-                if S.active:
-                    t1 = _perf()
-                    _push((0, name, category, S.mode, S.step, t0, t1 - t0, _tid(), args))
-
-        return wrapper
+    return wrapper
 
 
 def mark(name: str, **args) -> None:
@@ -286,11 +189,12 @@ def annotate(**kv) -> None:
     """Key/value facts about this process (strings as is, other values as JSON)."""
     if not S.active:
         return
-    core = _core()
+    import json
+
     for key, value in kv.items():
         try:
             text = value if isinstance(value, str) else json.dumps(value, default=str)
-            core.recorder_annotate(str(key), text)
+            _rec.annotate(str(key), text)
         except Exception as exc:  # noqa: BLE001
             warn_once("annotate", f"annotate({key}=...) failed: {exc}")
 
@@ -316,8 +220,7 @@ def start(out: str | None = None, node: str | None = None, name: str = "", auto:
     out = out or os.environ.get("TRAINPROF_RUN_DIR") or _default_out()
     ident = _dist.identity()
     try:
-        core = _core()
-        err = core.recorder_start(
+        err = _rec.start(
             os.path.abspath(out), node or ident["node"] or "", ident["rank"], ident["local_rank"],
             ident["world_size"], int(flush_interval_s * 1e9),
             os.environ.get("TRAINPROF_RECORDER") != "record", name)
@@ -329,10 +232,9 @@ def start(out: str | None = None, node: str | None = None, name: str = "", auto:
     S.active = True
     S.run_dir = os.path.abspath(out)
     S.pid = os.getpid()
-    _start_drain_thread()
     _install_process_hooks()
     try:
-        core.recorder_set_meta("process.argv", json.dumps(sys.argv))
+        _rec.set_meta("process.argv", _json_strings(sys.argv))
     except Exception:  # noqa: BLE001
         pass
     if auto:
@@ -346,12 +248,9 @@ def stop() -> None:
     """Flushes everything and closes this process's store. Idempotent."""
     if not S.active:
         return
-    if S.stop_event is not None:
-        S.stop_event.set()
-    drain()
     S.active = False
     try:
-        err = _core().recorder_stop()
+        err = _rec.stop()
     except Exception as exc:  # noqa: BLE001
         err = str(exc)
     if err:
@@ -360,9 +259,8 @@ def stop() -> None:
 
 def flush() -> None:
     """Makes everything recorded so far durable (normally done every flush interval)."""
-    drain()
     if S.active:
-        err = _core().recorder_flush()
+        err = _rec.flush()
         if err:
             warn_once("flush", f"flush failed: {err}")
 
@@ -371,19 +269,15 @@ _process_hooks_installed = False
 
 
 def _after_fork_child() -> None:
-    # The parent's buffered events are the parent's; the drain thread does not exist here.
-    _buf.clear()
-    S.dropped = 0
+    # The recorder forgets the parent's buffered events itself (its own fork handler).
     S.pid = os.getpid()
-    if S.active:
-        _start_drain_thread()
 
 
 def _excepthook(prev):
     def hook(exc_type, exc, tb):
         try:
             if S.active:
-                _core().recorder_set_meta("process.exit", f"exception: {exc_type.__name__}: {exc}")
+                _rec.set_meta("process.exit", f"exception: {exc_type.__name__}: {exc}")
                 stop()
         except Exception:  # noqa: BLE001
             pass
@@ -395,7 +289,7 @@ def _excepthook(prev):
 def _at_exit() -> None:
     if S.active and S.pid == os.getpid():
         try:
-            _core().recorder_set_meta("process.exit", "normal")
+            _rec.set_meta("process.exit", "normal")
         except Exception:  # noqa: BLE001
             pass
     stop()
@@ -410,15 +304,70 @@ def _register_mp_finalizer(_obj=None) -> None:
 def _flush_at_multiprocessing_exit() -> None:
     """multiprocessing children (DataLoader workers) end with os._exit: atexit never runs there,
     only multiprocessing's finalizers. Each child process registers one that flushes and closes
-    its store, so a worker's last events are kept."""
-    try:
-        import multiprocessing.util as mp_util
+    its store, so a worker's last events are kept. Registered once multiprocessing.util is
+    imported (importing it here would cost every process ~10 ms at startup)."""
 
-        # Runs in every multiprocessing child (fork: inherited; spawn/forkserver: the startup
-        # hook registers it again) after the child cleared its inherited finalizers.
-        mp_util.register_after_fork(S, _register_mp_finalizer)
-    except Exception as exc:  # noqa: BLE001
-        warn_once("mp_finalizer", f"DataLoader workers may lose their last events: {exc}")
+    def register(mp_util) -> None:
+        try:
+            # Runs in every multiprocessing child (fork: inherited; spawn/forkserver: the
+            # startup hook registers it again) after the child cleared its inherited finalizers.
+            mp_util.register_after_fork(S, _register_mp_finalizer)
+        except Exception as exc:  # noqa: BLE001
+            warn_once("mp_finalizer", f"DataLoader workers may lose their last events: {exc}")
+
+    when_imported("multiprocessing.util", register)
+
+
+class _ImportWatcher:
+    """A meta path finder that finds nothing itself: it runs callbacks right after the modules
+    it watches finish executing (their first import), e.g. to instrument torch once imported.
+    It leaves sys.meta_path when it has nothing left to watch."""
+
+    def __init__(self):
+        self.callbacks: dict = {}
+
+    def find_spec(self, fullname, path, target=None):
+        callbacks = self.callbacks.pop(fullname, None)
+        if callbacks is None:
+            return None
+        if not self.callbacks and self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = None
+        for finder in list(sys.meta_path):
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or isinstance(loader, type) or not hasattr(loader, "exec_module"):
+            return spec  # a built-in or frozen module: nothing of ours to wrap
+        orig_exec = loader.exec_module
+
+        def exec_module(module):
+            orig_exec(module)
+            for callback in callbacks:
+                try:
+                    callback(module)
+                except Exception as exc:  # noqa: BLE001
+                    warn_once(f"import_hook_{fullname}", f"after importing {fullname}: {exc}")
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_watcher = _ImportWatcher()
+
+
+def when_imported(name: str, callback) -> None:
+    """callback(module) now if `name` is imported already, else right after its import."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    _watcher.callbacks.setdefault(name, []).append(callback)
+    if _watcher not in sys.meta_path:
+        sys.meta_path.insert(0, _watcher)
 
 
 def _install_process_hooks() -> None:
@@ -426,6 +375,8 @@ def _install_process_hooks() -> None:
     if _process_hooks_installed:
         return
     _process_hooks_installed = True
+    import atexit
+
     os.register_at_fork(after_in_child=_after_fork_child)
     atexit.register(_at_exit)
     _flush_at_multiprocessing_exit()

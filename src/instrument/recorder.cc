@@ -5,11 +5,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -25,21 +28,51 @@
 namespace trainprof::instrument {
 namespace {
 
-// What the hot path stores: strings are short (SSO, no allocation) in the common case.
-struct RawEvent {
+// What the hot path writes: a fixed header, then the name, category, mode and args bytes,
+// padded to 8. No std::string, no allocation: a record is a few stores into a block.
+struct RecordHeader {
   int64_t start_ns;
   int64_t duration_ns;
   int64_t step;
-  int64_t tid;
-  std::string name;
-  std::string category;
-  std::string mode;
-  std::string args;
-  model::EventKind kind;
+  int64_t tid;  // 0: the buffer's thread
+  uint32_t args_len;
+  uint16_t name_len;
+  uint8_t category_len;
+  uint8_t mode_len;
+  uint8_t kind;
+};
+constexpr size_t kHeaderBytes = (sizeof(RecordHeader) + 7) & ~size_t{7};
+constexpr uint32_t kBlockBytes = 64 << 10;
+// A record larger than this (args of megabytes) is dropped and counted, never truncated.
+constexpr size_t kMaxRecordBytes = 16 << 20;
+// Per-thread memory bound, whatever the event count: blocks waiting for the flusher.
+constexpr int64_t kMaxBufferedBytesPerThread = 64 << 20;
+constexpr size_t kSpareBlocks = 8;
+
+// A block of records. The owning thread writes records and then publishes them by advancing
+// `committed` (release); the flusher reads up to `committed` (acquire). When a record does
+// not fit, the thread links a new block through `next` and never touches this one again.
+struct Block {
+  std::atomic<uint32_t> committed{0};
+  uint32_t capacity = 0;
+  std::atomic<Block*> next{nullptr};
+  char* data() { return reinterpret_cast<char*>(this) + sizeof(Block); }
 };
 
-// A lock the training thread takes uncontended except for the flusher's brief swap. A plain
-// atomic flag so that a forked child can reset it whatever state the parent left it in.
+Block* NewBlock(uint32_t capacity) {
+  void* mem = ::operator new(sizeof(Block) + capacity);
+  Block* b = new (mem) Block();
+  b->capacity = capacity;
+  return b;
+}
+void FreeBlock(Block* b) {
+  b->~Block();
+  ::operator delete(b);
+}
+
+// A lock for the spare-block list, taken once per block (not per event) by the thread and by
+// the flusher. A plain atomic flag so that a forked child can reset it whatever state the
+// parent left it in.
 class SpinLock {
  public:
   void lock() {
@@ -48,25 +81,41 @@ class SpinLock {
     }
   }
   void unlock() { flag_.store(false, std::memory_order_release); }
-  void Reset() { flag_.store(false, std::memory_order_relaxed); }
 
  private:
   std::atomic<bool> flag_{false};
 };
 
-// One thread's events since the last flush. Owned jointly by the thread (thread_local handle)
-// and the registry; the flusher removes it once the thread has exited and it is drained.
+// One thread's records not yet drained: a chain of blocks with one writer (the thread) and one
+// reader (the flusher, under flush_mu), no lock between them. Owned jointly by the thread
+// (thread_local handle) and the registry; the flusher frees it once the thread has exited and
+// it is drained.
 struct ThreadBuffer {
-  SpinLock lock;
-  std::vector<RawEvent> events;
-  // The vector the flusher drained last time, emptied with its capacity kept: the next swap
-  // hands it back, so the training thread appends into memory that is already allocated and
-  // paged in instead of growing a fresh vector (reallocations, page faults) after each flush.
-  // Only the flusher touches it (in DrainLocked, under flush_mu).
-  std::vector<RawEvent> spare;
-  int64_t dropped = 0;
-  int64_t tid = 0;
+  // Written by the owning thread only.
+  Block* tail = nullptr;
+  uint32_t tail_pos = 0;
+  int64_t produced = 0;
+  // Read and written by the flusher only.
+  Block* head = nullptr;
+  uint32_t head_pos = 0;
+  // Shared.
+  std::atomic<int64_t> consumed{0};
+  std::atomic<int64_t> dropped{0};
+  std::atomic<int64_t> block_bytes{0};  // allocated to this buffer, spares included
   std::atomic<bool> thread_exited{false};
+  int64_t tid = 0;
+  // Drained blocks handed back for the thread to reuse (warm pages, no malloc per block).
+  SpinLock spare_lock;
+  std::vector<Block*> spare;
+
+  ~ThreadBuffer() {
+    for (Block* b = head; b != nullptr;) {
+      Block* next = b->next.load(std::memory_order_relaxed);
+      FreeBlock(b);
+      b = next;
+    }
+    for (Block* b : spare) FreeBlock(b);
+  }
 };
 
 struct State {
@@ -80,6 +129,7 @@ struct State {
   std::atomic<int64_t> dropped{0};
   std::atomic<int64_t> written{0};
   std::atomic<int64_t> flushes{0};
+  std::atomic<int64_t> flush_cpu_ns{0};  // CPU time spent draining and writing, all flushes
   std::atomic<bool> flusher_running{false};
   std::atomic<int64_t> pid{0};
   RecorderOptions options;
@@ -114,32 +164,50 @@ int64_t CurrentTid() {
   return tid;
 }
 
-// The calling thread's buffer, registered on first use. The handle's destructor (thread exit)
-// marks it so the flusher can drop it after draining.
+// The calling thread's buffer, registered on first use. The hot path reads two trivial
+// thread_locals (direct TLS loads); the handle, whose destructor marks the buffer at thread
+// exit so the flusher can drop it after draining, is only touched on the slow path.
+thread_local ThreadBuffer* t_buffer = nullptr;
+thread_local int64_t t_owner_pid = 0;
+thread_local bool t_exited = false;
+
 struct BufferHandle {
   std::shared_ptr<ThreadBuffer> buffer;
-  int64_t owner_pid = 0;
   ~BufferHandle() {
+    t_buffer = nullptr;
+    t_exited = true;  // a record from a later thread_local destructor is dropped
     if (buffer) buffer->thread_exited.store(true, std::memory_order_release);
   }
 };
 
-ThreadBuffer* LocalBuffer() {
+void EnsureFlusher();
+
+// First use in this thread, or first use in a forked child (the registry was reset there).
+[[gnu::noinline]] ThreadBuffer* NewLocalBuffer(int64_t pid) {
+  if (t_exited) return nullptr;
   thread_local BufferHandle handle;
   State& s = S();
-  const int64_t pid = s.pid.load(std::memory_order_relaxed);
-  if (handle.buffer && handle.owner_pid == pid) return handle.buffer.get();
-  // First use in this thread, or first use in a forked child (the registry was reset there).
   auto buffer = std::make_shared<ThreadBuffer>();
   buffer->tid = CurrentTid();
-  buffer->events.reserve(256);
+  buffer->head = buffer->tail = NewBlock(kBlockBytes);
+  buffer->block_bytes.store(kBlockBytes, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(s.registry_mu);
     s.buffers.push_back(buffer);
   }
   handle.buffer = std::move(buffer);
-  handle.owner_pid = pid;
-  return handle.buffer.get();
+  t_buffer = handle.buffer.get();
+  t_owner_pid = pid;
+  EnsureFlusher();  // a forked child's first event starts its flusher
+  return t_buffer;
+}
+
+inline ThreadBuffer* LocalBuffer() {
+  const int64_t pid = S().pid.load(std::memory_order_relaxed);
+  if (t_buffer != nullptr && t_owner_pid == pid) [[likely]] {
+    return t_buffer;
+  }
+  return NewLocalBuffer(pid);
 }
 
 void FlusherLoop();
@@ -156,83 +224,192 @@ void EnsureFlusher() {
   s.flusher_running.store(true, std::memory_order_release);
 }
 
-void Push(RawEvent&& e) {
+// A block for a record of `need` bytes: a spare one when it fits, else a new one (within the
+// thread's memory bound). Null: drop the record.
+Block* TakeBlock(ThreadBuffer* b, size_t need) {
+  Block* got = nullptr;
+  b->spare_lock.lock();
+  if (!b->spare.empty()) {
+    got = b->spare.back();
+    b->spare.pop_back();
+  }
+  b->spare_lock.unlock();
+  if (got != nullptr && got->capacity < need) {
+    b->block_bytes.fetch_sub(got->capacity, std::memory_order_relaxed);
+    FreeBlock(got);
+    got = nullptr;
+  }
+  if (got != nullptr) {
+    got->committed.store(0, std::memory_order_relaxed);
+    got->next.store(nullptr, std::memory_order_relaxed);
+    return got;
+  }
+  const auto capacity = static_cast<uint32_t>(std::max<size_t>(kBlockBytes, need));
+  if (b->block_bytes.load(std::memory_order_relaxed) + capacity > kMaxBufferedBytesPerThread) {
+    return nullptr;
+  }
+  b->block_bytes.fetch_add(capacity, std::memory_order_relaxed);
+  return NewBlock(capacity);
+}
+
+inline void Drop(ThreadBuffer* b) { b->dropped.fetch_add(1, std::memory_order_relaxed); }
+
+// The hot path: one record appended to the calling thread's block chain.
+void Append(model::EventKind kind, std::string_view name, std::string_view category,
+            std::string_view mode, int64_t step, int64_t start_ns, int64_t duration_ns,
+            std::string_view args, int64_t tid) {
   State& s = S();
   if (!s.active.load(std::memory_order_relaxed)) return;
-  EnsureFlusher();
   ThreadBuffer* b = LocalBuffer();
-  if (e.tid == 0) e.tid = b->tid;
-  b->lock.lock();
-  if (static_cast<int64_t>(b->events.size()) >= s.options.max_events_per_thread) {
-    ++b->dropped;
-    b->lock.unlock();
+  if (b == nullptr) return;
+  if (b->produced - b->consumed.load(std::memory_order_relaxed) >=
+      s.options.max_events_per_thread) {
+    Drop(b);
     return;
   }
-  b->events.push_back(std::move(e));
-  b->lock.unlock();
+  name = name.substr(0, 0xFFFF);
+  category = category.substr(0, 0xFF);
+  mode = mode.substr(0, 0xFF);
+  const size_t need =
+      (kHeaderBytes + name.size() + category.size() + mode.size() + args.size() + 7) & ~size_t{7};
+  if (need > kMaxRecordBytes) {
+    Drop(b);
+    return;
+  }
+  if (b->tail_pos + need > b->tail->capacity) {
+    Block* next = TakeBlock(b, need);
+    if (next == nullptr) {
+      Drop(b);
+      return;
+    }
+    b->tail->next.store(next, std::memory_order_release);
+    b->tail = next;
+    b->tail_pos = 0;
+  }
+  char* p = b->tail->data() + b->tail_pos;
+  RecordHeader h;
+  h.start_ns = start_ns;
+  h.duration_ns = duration_ns;
+  h.step = step;
+  h.tid = tid;
+  h.args_len = static_cast<uint32_t>(args.size());
+  h.name_len = static_cast<uint16_t>(name.size());
+  h.category_len = static_cast<uint8_t>(category.size());
+  h.mode_len = static_cast<uint8_t>(mode.size());
+  h.kind = static_cast<uint8_t>(kind);
+  std::memcpy(p, &h, sizeof h);
+  p += kHeaderBytes;
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  std::memcpy(p, category.data(), category.size());
+  p += category.size();
+  std::memcpy(p, mode.data(), mode.size());
+  p += mode.size();
+  if (!args.empty()) std::memcpy(p, args.data(), args.size());
+  b->tail_pos += static_cast<uint32_t>(need);
+  ++b->produced;
+  b->tail->committed.store(b->tail_pos, std::memory_order_release);
 }
 
-model::Event ToEvent(RawEvent&& r, int64_t pid, int64_t rank) {
-  model::Event e;
-  e.kind = r.kind;
-  e.start_ns = r.start_ns;
-  e.duration_ns = r.duration_ns;
-  e.name = std::move(r.name);
-  e.category = std::move(r.category);
-  e.mode = std::move(r.mode);
-  e.step = r.step;
-  e.pid = pid;
-  e.tid = r.tid;
-  e.rank = rank;
-  e.args = std::move(r.args);
-  return e;
+// Hands every record the thread has published to `writer` and frees (or keeps as spares) the
+// blocks it is done with. Returns the number of records. Called with flush_mu held.
+int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid, int64_t rank) {
+  Block* block = b->head;
+  uint32_t pos = b->head_pos;
+  int64_t n = 0;
+  while (true) {
+    const uint32_t committed = block->committed.load(std::memory_order_acquire);
+    while (pos < committed) {
+      const char* p = block->data() + pos;
+      RecordHeader h;
+      std::memcpy(&h, p, sizeof h);
+      const char* text = p + kHeaderBytes;
+      model::EventView e;
+      e.kind = static_cast<model::EventKind>(h.kind);
+      e.start_ns = h.start_ns;
+      e.duration_ns = h.duration_ns;
+      e.name = std::string_view(text, h.name_len);
+      text += h.name_len;
+      e.category = std::string_view(text, h.category_len);
+      text += h.category_len;
+      e.mode = std::string_view(text, h.mode_len);
+      text += h.mode_len;
+      e.args = std::string_view(text, h.args_len);
+      e.step = h.step;
+      e.pid = pid;
+      e.tid = h.tid == 0 ? b->tid : h.tid;
+      e.rank = rank;
+      writer->AppendEvent(e);
+      pos += static_cast<uint32_t>(
+          (kHeaderBytes + h.name_len + h.category_len + h.mode_len + h.args_len + 7) & ~size_t{7});
+      ++n;
+    }
+    Block* next = block->next.load(std::memory_order_acquire);
+    if (next == nullptr) break;
+    // The thread committed this block's last record before linking the next one.
+    if (block->committed.load(std::memory_order_acquire) != pos) continue;
+    b->spare_lock.lock();
+    const bool keep = b->spare.size() < kSpareBlocks && block->capacity == kBlockBytes;
+    if (keep) b->spare.push_back(block);
+    b->spare_lock.unlock();
+    if (!keep) {
+      b->block_bytes.fetch_sub(block->capacity, std::memory_order_relaxed);
+      FreeBlock(block);
+    }
+    block = next;
+    pos = 0;
+  }
+  b->head = block;
+  b->head_pos = pos;
+  if (n > 0) b->consumed.fetch_add(n, std::memory_order_relaxed);
+  return n;
 }
 
-model::NodeInfo NodeInfoFor(const State& s) {
-  model::NodeInfo info = s.node_info;
-  return info;
+// The node's facts (host, cores, memory, CPU model), read when the store is first opened.
+model::NodeInfo NodeInfoFor(State& s) {
+  if (s.node_info.node.empty()) s.node_info = model::DetectLocalNode(s.node);
+  return s.node_info;
 }
 
 // Moves every buffer into the writer (opening it lazily: a forked child opens its own file) and
 // flushes. Called with flush_mu held.
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * kNanosPerSecond + ts.tv_nsec;
+}
+
 Status DrainLocked(bool final_flush) {
   State& s = S();
-  std::vector<std::vector<RawEvent>> taken;
-  std::vector<std::shared_ptr<ThreadBuffer>> taken_from;  // null for exited threads
-  int64_t dropped = 0;
+  const int64_t cpu0 = ThreadCpuNs();
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  std::vector<bool> exited;
   std::vector<std::pair<std::string, std::string>> annotations;
   std::vector<int64_t> annotation_ts;
   std::map<std::string, int64_t> counters;
   std::map<std::string, std::string> meta;
   {
     std::lock_guard<std::mutex> lock(s.registry_mu);
-    for (auto it = s.buffers.begin(); it != s.buffers.end();) {
-      ThreadBuffer& b = **it;
-      const bool exited = b.thread_exited.load(std::memory_order_acquire);
-      std::vector<RawEvent> fresh = std::move(b.spare);
-      b.spare = {};
-      if (!exited && fresh.capacity() == 0) {
-        fresh.reserve(std::min<size_t>(b.events.capacity(), 4096));
-      }
-      b.lock.lock();
-      taken.push_back(std::move(b.events));
-      b.events = std::move(fresh);
-      dropped += b.dropped;
-      b.dropped = 0;
-      b.lock.unlock();
-      taken_from.push_back(exited ? nullptr : *it);
-      it = exited ? s.buffers.erase(it) : it + 1;
-    }
+    buffers = s.buffers;
+    // Read before draining: a thread that has exited has published all it ever will.
+    for (const auto& b : buffers)
+      exited.push_back(b->thread_exited.load(std::memory_order_acquire));
     annotations.swap(s.annotations);
     annotation_ts.swap(s.annotation_ts);
     counters.swap(s.counters);
     meta.swap(s.meta);
   }
-  size_t n = 0;
-  for (const auto& v : taken) n += v.size();
+  int64_t dropped = 0;
+  for (const auto& b : buffers) dropped += b->dropped.exchange(0, std::memory_order_relaxed);
   s.dropped.fetch_add(dropped, std::memory_order_relaxed);
+  bool have_records = false;
+  for (const auto& b : buffers) {
+    have_records = have_records ||
+                   b->head_pos < b->head->committed.load(std::memory_order_acquire) ||
+                   b->head->next.load(std::memory_order_acquire) != nullptr;
+  }
   const bool have_work =
-      n > 0 || dropped > 0 || !annotations.empty() || !counters.empty() || !meta.empty();
+      have_records || dropped > 0 || !annotations.empty() || !counters.empty() || !meta.empty();
   if (!s.writer) {
     if (!have_work && !final_flush) return OkStatus();
     const int64_t pid = s.pid.load();
@@ -245,12 +422,18 @@ Status DrainLocked(bool final_flush) {
   }
   const int64_t pid = s.pid.load();
   const int64_t rank = s.rank.load();
-  for (size_t i = 0; i < taken.size(); ++i) {
-    for (auto& r : taken[i]) s.writer->AppendEvent(ToEvent(std::move(r), pid, rank));
-    // Back to its thread for the next swap; a burst's worth of capacity is kept, not more.
-    if (taken_from[i] && taken[i].capacity() <= (1u << 16)) {
-      taken[i].clear();
-      taken_from[i]->spare = std::move(taken[i]);
+  int64_t n = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    n += DrainBuffer(buffers[i].get(), s.writer.get(), pid, rank);
+  }
+  {
+    // Threads that have exited and are fully drained leave the registry (their blocks go with
+    // the last reference).
+    std::lock_guard<std::mutex> lock(s.registry_mu);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      if (!exited[i]) continue;
+      auto it = std::find(s.buffers.begin(), s.buffers.end(), buffers[i]);
+      if (it != s.buffers.end()) s.buffers.erase(it);
     }
   }
   for (size_t i = 0; i < annotations.size(); ++i) {
@@ -260,13 +443,25 @@ Status DrainLocked(bool final_flush) {
   if (dropped > 0) s.writer->AddCounter(model::dq::kDroppedEvents, dropped);
   for (const auto& [k, v] : counters) s.writer->AddCounter(k, v);
   for (const auto& [k, v] : meta) s.writer->SetMeta(k, v);
-  s.written.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+  s.written.fetch_add(n, std::memory_order_relaxed);
   s.flushes.fetch_add(1, std::memory_order_relaxed);
-  return s.writer->Flush();
+  // What recording cost this process (the flushes so far; this one's own cost lands in the
+  // next): a fact for the run's data quality and for bench/instrument_overhead.py.
+  s.writer->SetMeta("recorder.flush_cpu_ns", std::to_string(s.flush_cpu_ns.load()));
+  Status st = s.writer->Flush();
+  s.flush_cpu_ns.fetch_add(ThreadCpuNs() - cpu0, std::memory_order_relaxed);
+  return st;
 }
 
 void FlusherLoop() {
   State& s = S();
+  {
+    // Open the store at once (Start left it to this thread), so that a run shows its
+    // processes from their first moments.
+    std::lock_guard<std::mutex> flush_lock(s.flush_mu);
+    Status st = DrainLocked(true);
+    if (!st.ok()) TP_LOG_ONCE(LogLevel::kWarning, "recorder flush failed: " + st.message());
+  }
   std::unique_lock<std::mutex> lock(s.flusher_mu);
   while (!s.stop_flusher) {
     s.flusher_cv.wait_for(lock, std::chrono::nanoseconds(s.options.flush_interval_ns),
@@ -328,6 +523,7 @@ void AtForkChild() {
   s.stop_flusher = false;
   s.pid.store(getpid());  // also invalidates every thread's cached buffer handle
   s.recorded.store(0);
+  s.flush_cpu_ns.store(0);
   s.written.store(0);
   s.dropped.store(0);
   s.flushes.store(0);
@@ -360,6 +556,11 @@ Status Start(const RecorderOptions& options) {
     std::atexit(StopAtExit);
   });
   s.options = options;
+  s.recorded.store(0);
+  s.dropped.store(0);
+  s.written.store(0);
+  s.flushes.store(0);
+  s.flush_cpu_ns.store(0);
   if (s.options.flush_interval_ns <= 0) s.options.flush_interval_ns = 500'000'000;
   if (s.options.max_events_per_thread <= 0) s.options.max_events_per_thread = 1;
   std::string node = options.node;
@@ -367,8 +568,12 @@ Status Start(const RecorderOptions& options) {
     const char* env = std::getenv("TRAINPROF_NODE");
     if (env != nullptr) node = env;
   }
-  s.node_info = model::DetectLocalNode(node);
-  s.node = s.node_info.node;
+  if (node.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) node = host;
+  }
+  s.node = node;
+  s.node_info = model::NodeInfo{};  // detected by the flusher when it opens the store
   s.clock_offset_ns.store(WallNowNs() - MonotonicRawNs());
   s.pid.store(getpid());
   s.rank.store(options.rank);
@@ -384,10 +589,12 @@ Status Start(const RecorderOptions& options) {
     TP_RETURN_IF_ERROR(store::WriteRunMetadata(options.run_dir, meta));
   }
   {
+    // A run directory we cannot write fails here. Opening the store (SQLite, its schema, an
+    // fsync) is the flusher's first job: the process's start does not wait for it.
+    const std::string path = store::ProcessStorePath(options.run_dir, s.node, getpid());
+    TP_RETURN_IF_ERROR(MakeDirs(path.substr(0, path.rfind('/'))));
     std::lock_guard<std::mutex> flush_lock(s.flush_mu);
     s.writer.reset();
-    // Open the store now so a bad run directory fails here, not silently in the flusher.
-    TP_RETURN_IF_ERROR(DrainLocked(true));
   }
   {
     std::lock_guard<std::mutex> reg(s.registry_mu);
@@ -450,16 +657,12 @@ int64_t Rank() { return S().rank.load(std::memory_order_relaxed); }
 void RecordSpan(std::string_view name, std::string_view category, std::string_view mode,
                 int64_t step, int64_t start_ns, int64_t duration_ns, std::string_view args,
                 int64_t tid) {
-  if (!S().active.load(std::memory_order_relaxed)) return;
-  Push(RawEvent{start_ns, duration_ns, step, tid, std::string(name), std::string(category),
-                std::string(mode), std::string(args), model::EventKind::kSpan});
+  Append(model::EventKind::kSpan, name, category, mode, step, start_ns, duration_ns, args, tid);
 }
 
 void RecordInstant(std::string_view name, std::string_view category, std::string_view mode,
                    int64_t step, int64_t ts_ns, std::string_view args, int64_t tid) {
-  if (!S().active.load(std::memory_order_relaxed)) return;
-  Push(RawEvent{ts_ns, 0, step, tid, std::string(name), std::string(category), std::string(mode),
-                std::string(args), model::EventKind::kInstant});
+  Append(model::EventKind::kInstant, name, category, mode, step, ts_ns, 0, args, tid);
 }
 
 void Annotate(std::string_view key, std::string_view value) {
@@ -492,13 +695,10 @@ RecorderStats Stats() {
   out.dropped_events = s.dropped.load();
   out.written_events = s.written.load();
   out.flushes = s.flushes.load();
+  out.flush_cpu_ns = s.flush_cpu_ns.load();
   std::lock_guard<std::mutex> reg(s.registry_mu);
   int64_t buffered_dropped = 0;
-  for (const auto& b : s.buffers) {
-    b->lock.lock();
-    buffered_dropped += b->dropped;
-    b->lock.unlock();
-  }
+  for (const auto& b : s.buffers) buffered_dropped += b->dropped.load(std::memory_order_relaxed);
   out.dropped_events += buffered_dropped;
   out.recorded_events = out.written_events;
   return out;

@@ -44,6 +44,7 @@ struct RecorderStats {
   int64_t dropped_events = 0;   // buffers full
   int64_t written_events = 0;   // handed to the store
   int64_t flushes = 0;
+  int64_t flush_cpu_ns = 0;  // CPU time of the drains and store writes (any thread)
 };
 
 // Starts recording into options.run_dir. A second Start while active is an error.

@@ -161,5 +161,72 @@ TEST(RecorderTest, StartFailsClearlyOnAnUnwritableDirectory) {
   RecordSpan("ignored", "user", "", 0, 0, 0);  // a no-op while stopped
 }
 
+TEST(RecorderTest, ThreadsWritingWhileTheFlusherDrainsLoseAndRepeatNothing) {
+  // Four threads append records of every size (some larger than a block) while the flusher
+  // drains every millisecond: the single-producer / single-consumer block chains must hand
+  // over each record exactly once, intact, in each thread's order.
+  const std::string dir = MakeTempDir("instr");
+  RecorderOptions o = Options(dir);
+  o.flush_interval_ns = 1'000'000;
+  o.max_events_per_thread = 1 << 22;
+  ASSERT_TRUE(Start(o).ok());
+  constexpr int kThreads = 4, kPerThread = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        // args from a few bytes to 100 KB (every 5000th), so blocks of every kind are used
+        const size_t pad = i % 5000 == 4999 ? 100'000 : static_cast<size_t>(i % 300);
+        const std::string args = "{\"t\":" + std::to_string(t) + ",\"i\":" + std::to_string(i) +
+                                 ",\"p\":\"" + std::string(pad, 'x') + "\"}";
+        RecordSpan("r" + std::to_string(t), "user", "train", i, NowNs(), i, args);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(Stop().ok());
+  EXPECT_EQ(Stats().dropped_events, 0);
+  auto ev = ReadEvents(dir, {"user"});
+  ASSERT_EQ(ev.size(), static_cast<size_t>(kThreads * kPerThread));
+  std::vector<int64_t> next(kThreads, 0);
+  // Events come back in start order; within one thread that is its append order.
+  for (size_t k = 0; k < ev.size(); ++k) {
+    const int t = ev.names.at(ev.name[k])[1] - '0';
+    ASSERT_GE(t, 0);
+    ASSERT_LT(t, kThreads);
+    const int64_t i = ev.step[k];
+    ASSERT_EQ(i, next[t]) << "thread " << t;
+    ++next[t];
+    EXPECT_EQ(ev.duration_ns[k], i);
+    const size_t pad = i % 5000 == 4999 ? 100'000 : static_cast<size_t>(i % 300);
+    ASSERT_EQ(ev.args[k].size(), pad + std::to_string(t).size() + std::to_string(i).size() + 18)
+        << ev.args[k].substr(0, 40);
+  }
+}
+
+TEST(RecorderTest, MemoryBoundAndOversizedRecordsDropAndCount) {
+  const std::string dir = MakeTempDir("instr");
+  RecorderOptions o = Options(dir);
+  o.flush_interval_ns = 3600LL * 1000 * 1000 * 1000;  // only the flusher's first drain
+  ASSERT_TRUE(Start(o).ok());
+  const std::string mib(1 << 20, 'a');
+  // 100 records of 1 MiB in a burst: the thread's 64 MiB bound drops some of them.
+  for (int i = 0; i < 100; ++i) RecordInstant("big", "user", "", i, NowNs(), mib);
+  // One record over 16 MiB is never buffered.
+  RecordInstant("huge", "user", "", 0, NowNs(), std::string(17 << 20, 'b'));
+  const int64_t dropped = Stats().dropped_events;
+  ASSERT_TRUE(Stop().ok());
+  auto ev = ReadEvents(dir, {"user"});
+  for (size_t k = 0; k < ev.size(); ++k) {
+    EXPECT_EQ(ev.names.at(ev.name[k]), "big");
+    EXPECT_EQ(ev.args[k].size(), mib.size());
+  }
+  EXPECT_LT(ev.size(), 100u);
+  EXPECT_GE(ev.size(), 60u);
+  EXPECT_EQ(dropped, static_cast<int64_t>(101 - ev.size()));
+  auto reader = std::move(store::RunReader::Open(dir)).value();
+  EXPECT_EQ(std::move(reader->Counters()).value()[model::dq::kDroppedEvents], dropped);
+}
+
 }  // namespace
 }  // namespace trainprof::instrument

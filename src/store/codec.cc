@@ -432,8 +432,10 @@ void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order
 
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out) {
-  // Args are unbounded text; allow 1 MiB per event on average before calling it corrupt.
-  TP_ASSIGN_OR_RETURN(std::string raw, ZstdDecompress(blob, 64 + expected_count * (1u << 20)));
+  // Args are unbounded text: a chunk may hold 1 MiB per event on average, or one large event
+  // (the writer closes a chunk at kMaxEventChunkArgsBytes of args), before it is called corrupt.
+  TP_ASSIGN_OR_RETURN(std::string raw,
+                      ZstdDecompress(blob, (size_t{64} << 20) + expected_count * (1u << 20)));
   ByteReader r(raw);
   uint8_t version = r.Byte();
   if (version != kEventChunkVersion) {

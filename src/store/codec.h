@@ -107,6 +107,10 @@ struct EncodedEvent {
   std::string args;
 };
 
+// The writer closes an event chunk once this much args text is in it (so that a chunk stays
+// within what the decoder accepts: 64 MiB plus 1 MiB per event).
+inline constexpr size_t kMaxEventChunkArgsBytes = size_t{32} << 20;
+
 // Events must be sorted by start_ns.
 std::string EncodeEventChunk(std::span<const EncodedEvent> events, int zstd_level);
 

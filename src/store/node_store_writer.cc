@@ -318,8 +318,13 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
               "INSERT INTO event_chunks(first_start_ns, last_start_ns, max_end_ns, count, data) "
               "VALUES(?, ?, ?, ?, ?)"));
       size_t per_chunk = static_cast<size_t>(std::max<int64_t>(1, options_.max_events_per_chunk));
-      for (size_t begin = 0; begin < ev.size(); begin += per_chunk) {
-        size_t end = std::min(ev.size(), begin + per_chunk);
+      for (size_t begin = 0, end = 0; begin < ev.size(); begin = end) {
+        // Up to per_chunk events, fewer when their args pass kMaxEventChunkArgsBytes.
+        size_t args_bytes = 0;
+        for (end = begin; end < ev.size() && end - begin < per_chunk; ++end) {
+          if (end > begin && args_bytes >= kMaxEventChunkArgsBytes) break;
+          args_bytes += ev.Args(order_[end]).size();
+        }
         std::span<const uint32_t> order(order_.data() + begin, end - begin);
         int64_t max_end = INT64_MIN;
         for (uint32_t i : order) {

@@ -11,6 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import json
+
+import pandas as pd
 import pytest
 
 import trainprof
@@ -74,6 +77,73 @@ def test_explicit_api_records_steps_spans_marks_and_annotations(tmp_path):
     assert list(mark["name"]) == ["download_start"] and "s3://bucket/x" in mark["args"].iloc[0]
     ann = {a[2]: a[3] for a in trainprof.open(str(run)).annotations()}
     assert ann["batch_size"] == "64" and ann["optimizer"] == "sgd"
+
+
+def test_span_type_args_keywords_and_the_current_step(tmp_path):
+    """trainprof.span is the C type in trainprof._rec: its attributes, keyword forms, args as
+    JSON, spans of other threads carrying the process's current step, and record_span's
+    CURRENT defaults (what the automatic instrumentation calls)."""
+    run = tmp_path / "run"
+    proc = run_script(f"""
+        import json, threading, time
+        import trainprof
+        from trainprof import _recorder as R
+        assert trainprof.start(out={str(run)!r}, auto=False)
+        s = trainprof.span("load", category="io", shard=3, path="/data/x")
+        assert (s.name, s.category) == ("load", "io") and json.loads(s.args) == {{"shard": 3, "path": "/data/x"}}
+        assert trainprof.span(name="n").category == "user" and trainprof.span("n").args is None
+        try:
+            trainprof.span()
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("span() without a name")
+        with trainprof.step(mode="eval", step=7):
+            with s:
+                pass
+            t = threading.Thread(target=lambda: trainprof.span("other_thread").__enter__().__exit__(None, None, None))
+            t.start(); t.join()
+            t0 = time.perf_counter_ns()
+            R.record_span("auto_part", "forward", t0, t0 + 5000)                 # current step
+            R.record_span("no_step", "user", t0, t0 + 5000, step=None, mode="")  # explicitly none
+        R.record_span("bad", "user", "not a time", t0)                           # counted, ignored
+        with s:
+            pass                                                                  # outside a step
+        trainprof.stop()
+    """)
+    assert proc.returncode == 0, proc.stderr
+    ev = events_df(run)
+    load = ev[ev["name"] == "load"].sort_values("start_ns")
+    assert len(load) == 2 and set(load["category"]) == {"io"}
+    assert json.loads(load["args"].iloc[0]) == {"shard": 3, "path": "/data/x"}
+    assert load["step"].iloc[0] == 7 and load["mode"].iloc[0] == "eval"
+    assert pd.isna(load["step"].iloc[1]) and load["mode"].iloc[1] == ""
+    other = ev[ev["name"] == "other_thread"].iloc[0]
+    assert other["step"] == 7 and other["tid"] != load["tid"].iloc[0]
+    part = ev[ev["name"] == "auto_part"].iloc[0]
+    assert part["step"] == 7 and part["mode"] == "eval" and part["duration_ns"] == 5000
+    assert pd.isna(ev[ev["name"] == "no_step"]["step"].iloc[0])
+    assert "bad" not in set(ev["name"])
+    assert trainprof.open(str(run)).data_quality()["malformed_events"] == 1
+
+
+def test_the_startup_hook_imports_no_numpy_and_the_reading_api_loads_on_use():
+    """The hook runs in every Python process of a recorded job: it must stay small."""
+    proc = run_script("""
+        import sys
+        import trainprof
+        assert "numpy" not in sys.modules and "trainprof._core" not in sys.modules, sorted(sys.modules)
+        assert "json" not in sys.modules and "multiprocessing" not in sys.modules
+        assert callable(trainprof.open) and "numpy" in sys.modules   # loaded on first use
+        assert issubclass(trainprof.TrainprofError, Exception)
+        assert "open" in dir(trainprof)
+        try:
+            trainprof.no_such_thing
+        except AttributeError:
+            print("OK")
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "OK" in proc.stdout
 
 
 def test_disable_turns_everything_off(tmp_path):

@@ -103,6 +103,38 @@ print("INSTALLED", _auto._installed)
 """
 
 
+def test_spawned_dataloader_workers_record_and_flush(tmp_path):
+    """Workers started with spawn run the startup hook themselves (a fresh interpreter): each
+    records its batches and flushes at its os._exit through multiprocessing's finalizers,
+    registered when multiprocessing is imported there."""
+    run = tmp_path / "run"
+    script = tmp_path / "spawn_loader.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def main():
+            data = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+            loader = DataLoader(data, batch_size=8, num_workers=2, multiprocessing_context="spawn")
+            model = torch.nn.Linear(8, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+
+        if __name__ == "__main__":
+            main()
+    """))
+    run_hooked([str(script)], run)
+    steps = _train_steps(run)
+    assert len(steps) == 8
+    ev = events_df(run)
+    main = steps["pid"].iloc[0]
+    fetch = ev[(ev["pid"] != main) & (ev["name"] == "fetch")]
+    assert fetch["pid"].nunique() == 2 and len(fetch) == 8
+
+
 def test_torch_compile_has_no_graph_breaks_from_us(tmp_path):
     run = tmp_path / "run"
     script = tmp_path / "compile.py"

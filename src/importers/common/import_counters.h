@@ -13,5 +13,6 @@ inline constexpr const char* kUnmatchedBegins = "import_unmatched_begin_events";
 inline constexpr const char* kUnmatchedEnds = "import_unmatched_end_events";
 inline constexpr const char* kTruncatedFiles = "import_truncated_files";
 inline constexpr const char* kRelativeTimestamps = "import_relative_timestamps";  // no base
+inline constexpr const char* kOversizedArgs = "import_oversized_args";  // > 16 MiB: not kept
 
 }  // namespace trainprof::importers::dq

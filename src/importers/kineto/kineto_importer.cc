@@ -26,6 +26,8 @@ constexpr size_t kTailBytes = 1 << 16;
 // A flush also when this much args text is buffered: events with call stacks in their args
 // (~500 bytes each) would otherwise hold 30 MB per 64 Ki-event batch.
 constexpr int64_t kFlushArgsBytes = 4 << 20;
+// One event's args beyond this are not stored (counted): a store chunk must stay readable.
+constexpr size_t kMaxArgsBytes = 16 << 20;
 
 // Finds `"baseTimeNanoseconds": N` in the last bytes of the (decompressed) file: recent Kineto
 // writes it after the events, and we need it before storing them.
@@ -298,7 +300,11 @@ class FileImporter : public TraceSink {
     ev.pid = ParseTrackId(e.pid);
     ev.tid = ParseTrackId(e.tid);
     ev.rank = rank_;
-    if (e.args != "{}") ev.args = e.args;
+    if (e.args.size() > kMaxArgsBytes) {
+      Problem(dq::kOversizedArgs);  // the event is kept, its args are not
+    } else if (e.args != "{}") {
+      ev.args = e.args;
+    }
     return ev;
   }
 

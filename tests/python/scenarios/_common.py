@@ -20,6 +20,27 @@ def make_model(hidden=256):
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
 
 
+def hidden_for_step_seconds(target_s, batch):
+    """The hidden width whose training step takes about `target_s` here, so that a scenario
+    lasts long enough for its rules on a fast machine as on a slow one. Timed with bare
+    matmuls (forward ~1/3 of a step), which the automatic instrumentation does not see."""
+    import time
+
+    x = torch.randn(batch, FEATURES)
+
+    def step_s(h):
+        w1, w2 = torch.randn(FEATURES, h), torch.randn(h, h)
+        (x @ w1).relu() @ w2  # warm-up
+        t0 = time.perf_counter()
+        for _ in range(5):
+            (x @ w1).relu() @ w2
+        return 3 * (time.perf_counter() - t0) / 5
+
+    h = 1024
+    scale = target_s / max(step_s(h), 1e-6)
+    return max(256, min(4096, int(h * scale**0.5)))
+
+
 def train_step(model, opt, x, y, between=None):
     """One optimizer step; `between` runs after backward, inside the step."""
     opt.zero_grad()
