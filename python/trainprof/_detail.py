@@ -41,29 +41,96 @@ def parse_range(text: str | None) -> tuple[int, int] | None:
         return None
 
 
-class TorchDetail:
-    """Runs torch.profiler from the beginning of step lo to the end of step hi."""
+def parse_window(text: str | None) -> tuple[int, int] | None:
+    """ "START_NS-END_NS" (epoch ns, what `record --detail-time` puts in the environment) ->
+    (start, end); bad text -> None (warned)."""
+    if not text:
+        return None
+    try:
+        a, b = text.split("-", 1)
+        lo, hi = int(a), int(b)
+        if hi <= lo:
+            raise ValueError
+        return lo, hi
+    except ValueError:
+        warn_once("window:" + text, f"ignoring the time window {text!r} (expected START_NS-END_NS)")
+        return None
 
-    def __init__(self, lo: int, hi: int):
-        self.lo, self.hi = lo, hi
+
+class _Range:
+    """Which training steps a detail range covers: steps lo..hi, or a time window (epoch ns):
+    the steps from the first that begins once the window has opened to the one during which it
+    closes (at least one step). Steps are decided at their boundaries, so a profiler never
+    starts or stops inside a step."""
+
+    def __init__(self, lo: int | None = None, hi: int | None = None, window=None):
+        self.lo, self.hi, self.window = lo, hi, window
+
+    def starts(self, event: str, n: int) -> bool:
+        """Whether a profiler should start now (it is not running). A step is known to have
+        begun only once its first activity ended, so a range starts when the step before it
+        ends (or, for the first step, as soon as it can)."""
+        if self.window is None:
+            return (event == "end" and n == self.lo - 1) or (event == "begin" and n == self.lo)
+        import time
+
+        if time.time_ns() < self.window[0]:
+            return False
+        if event == "end":
+            self.lo = n + 1
+            return True
+        if event == "begin" and n == 0:
+            self.lo = n
+            return True
+        return False
+
+    def ends(self, n: int) -> bool:
+        """At the end of step n (>= lo, profiling): whether the range is complete."""
+        if self.window is None:
+            return n >= self.hi
+        import time
+
+        if time.time_ns() >= self.window[1]:
+            self.hi = n
+            return True
+        return False
+
+
+class TorchDetail:
+    """Runs torch.profiler from the beginning of step lo to the end of step hi (or over the
+    steps of a time window: `window` = (start_ns, end_ns), epoch)."""
+
+    def __init__(self, lo: int | None = None, hi: int | None = None, window=None):
+        self.range = _Range(lo, hi, window)
         self.prof = None
         self.marker_ns = None
         self.steps: list[tuple[int, int, int]] = []  # (step, start_mono, end_mono)
         self.done = False
 
+    @property
+    def lo(self):
+        return self.range.lo
+
+    @property
+    def hi(self):
+        return self.range.hi
+
     def hook(self, event: str, n: int, mode: str, start, end) -> None:
         if mode != "train" or self.done:
             return
-        # A step is known to have begun only once its first activity ended, so the profiler
-        # starts when the step before the range ends (or, for step 0, as soon as it can).
-        if event == "end" and n == self.lo - 1 and self.prof is None:
-            self._start()
-        elif event == "begin" and n == self.lo and self.prof is None:
-            self._start()
-        elif event == "end" and self.prof is not None and self.lo <= n <= self.hi:
+        if self.prof is None:
+            if self.range.starts(event, n):
+                self._start()
+        elif event == "end" and n >= self.range.lo:
             self.steps.append((n, start, end))
-            if n >= self.hi:
+            if self.range.ends(n):
                 self._stop()
+
+    def _annotation(self) -> dict:
+        info = {}
+        if self.range.window is not None:
+            info["window_ns"] = list(self.range.window)
+        return info
 
     def _start(self) -> None:
         import torch
@@ -90,7 +157,7 @@ class TorchDetail:
         finally:
             os.unlink(path)
         n = store_trace(trace, self.marker_ns, self.steps)
-        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n}})
+        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n, **self._annotation()}})
 
 
 class TfDetail(TorchDetail):
@@ -132,8 +199,8 @@ class TfDetail(TorchDetail):
         finally:
             shutil.rmtree(self.logdir, ignore_errors=True)
         n = store_trace(trace, self.marker_ns, self.steps, category=_tf_categories(trace))
-        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n,
-                                                             "profiler": "tf.profiler"}})
+        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n, "profiler": "tf.profiler",
+                                                             **self._annotation()}})
 
 
 def _tf_categories(trace: dict):
@@ -188,29 +255,41 @@ def store_trace(trace: dict, marker_ns: int, steps: list, category=None) -> int:
 
 
 class PythonDetail:
-    """cProfile from the beginning of step lo to the end of step hi; stores per-function
-    stats as instants (category "python_function") at the end of the range."""
+    """cProfile from the beginning of step lo to the end of step hi (or over the steps of a
+    time window); stores per-function stats as instants (category "python_function") at the
+    end of the range."""
 
-    def __init__(self, lo: int, hi: int):
-        self.lo, self.hi = lo, hi
+    def __init__(self, lo: int | None = None, hi: int | None = None, window=None):
+        self.range = _Range(lo, hi, window)
         self.prof = None
         self.done = False
 
-    def hook(self, event: str, n: int, mode: str, start, end) -> None:
-        if mode != "train":
-            return
-        if (event == "end" and n == self.lo - 1 or event == "begin" and n == self.lo) and self.prof is None \
-                and not self.done:
-            import cProfile
+    @property
+    def lo(self):
+        return self.range.lo
 
-            self.prof = cProfile.Profile()
-            self.prof.enable()
-        elif event == "end" and self.prof is not None and n >= self.hi:
+    @property
+    def hi(self):
+        return self.range.hi
+
+    def hook(self, event: str, n: int, mode: str, start, end) -> None:
+        if mode != "train" or self.done:
+            return
+        if self.prof is None:
+            if self.range.starts(event, n):
+                import cProfile
+
+                self.prof = cProfile.Profile()
+                self.prof.enable()
+        elif event == "end" and n >= self.range.lo and self.range.ends(n):
             prof, self.prof = self.prof, None
             self.done = True
             prof.disable()
-            n = store_pstats(prof, self.lo, self.hi)
-            R.annotate(**{f"detail.python.{self.lo}-{self.hi}": {"functions": n}})
+            count = store_pstats(prof, self.lo, self.hi)
+            info = {"functions": count}
+            if self.range.window is not None:
+                info["window_ns"] = list(self.range.window)
+            R.annotate(**{f"detail.python.{self.lo}-{self.hi}": info})
 
 
 def store_pstats(prof, lo: int, hi: int) -> int:
@@ -293,12 +372,19 @@ def install_from_env(framework: str = "torch") -> None:
     "tensorflow" (tf.profiler)."""
     if not any(isinstance(getattr(h, "__self__", None), RequestWatcher) for h in S.step_hooks):
         S.step_hooks.append(RequestWatcher(framework).hook)
+    detail = TfDetail if framework == "tensorflow" else TorchDetail
+    have = {type(getattr(h, "__self__", None)) for h in S.step_hooks}
     op_range = parse_range(os.environ.get("TRAINPROF_DETAIL_STEPS"))
-    if op_range and not any(isinstance(getattr(h, "__self__", None), TorchDetail)
-                            for h in S.step_hooks):
-        detail = TfDetail if framework == "tensorflow" else TorchDetail
-        S.step_hooks.append(detail(*op_range).hook)
+    op_window = parse_window(os.environ.get("TRAINPROF_DETAIL_TIME"))
+    if (op_range or op_window) and not have & {TorchDetail, TfDetail}:
+        if op_range:
+            S.step_hooks.append(detail(*op_range).hook)
+        if op_window:
+            S.step_hooks.append(detail(window=op_window).hook)
     py_range = parse_range(os.environ.get("TRAINPROF_PYTHON_PROFILE"))
-    if py_range and not any(isinstance(getattr(h, "__self__", None), PythonDetail)
-                            for h in S.step_hooks):
-        S.step_hooks.append(PythonDetail(*py_range).hook)
+    py_window = parse_window(os.environ.get("TRAINPROF_PYTHON_PROFILE_TIME"))
+    if (py_range or py_window) and PythonDetail not in have:
+        if py_range:
+            S.step_hooks.append(PythonDetail(*py_range).hook)
+        if py_window:
+            S.step_hooks.append(PythonDetail(window=py_window).hook)

@@ -122,6 +122,28 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   }
   TP_ASSIGN_OR_RETURN(int64_t interval_ns, ParseInterval(options.interval));
   TP_ASSIGN_OR_RETURN(auto tags, ParseTags(options.tags));
+  if (!options.detail_steps.empty()) {
+    TP_RETURN_IF_ERROR(instrument::CheckStepRange("--detail-steps", options.detail_steps));
+  }
+  if (!options.python_profile.empty()) {
+    TP_RETURN_IF_ERROR(instrument::CheckStepRange("--python-profile", options.python_profile));
+  }
+  // Windows are checked now, before anything starts; converted once the start time is known.
+  if (!options.detail_time.empty()) {
+    TP_RETURN_IF_ERROR(
+        instrument::ParseTimeWindow("--detail-time", options.detail_time, 0).status());
+  }
+  if (!options.python_profile_time.empty()) {
+    TP_RETURN_IF_ERROR(
+        instrument::ParseTimeWindow("--python-profile-time", options.python_profile_time, 0)
+            .status());
+  }
+  if (!options.detail_steps.empty() && !options.detail_time.empty()) {
+    return InvalidArgument("--detail-steps and --detail-time: choose one (one profiler at a time)");
+  }
+  if (!options.python_profile.empty() && !options.python_profile_time.empty()) {
+    return InvalidArgument("--python-profile and --python-profile-time: choose one");
+  }
   std::optional<ListenAddress> prometheus;
   if (!options.prometheus.empty()) {
     TP_ASSIGN_OR_RETURN(
@@ -181,6 +203,16 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   }
   instrumentation.detail_steps = options.detail_steps;
   instrumentation.python_profile = options.python_profile;
+  if (!options.detail_time.empty()) {
+    TP_ASSIGN_OR_RETURN(
+        instrumentation.detail_time,
+        instrument::ParseTimeWindow("--detail-time", options.detail_time, start_ns));
+  }
+  if (!options.python_profile_time.empty()) {
+    TP_ASSIGN_OR_RETURN(instrumentation.python_profile_time,
+                        instrument::ParseTimeWindow("--python-profile-time",
+                                                    options.python_profile_time, start_ns));
+  }
   std::map<std::string, std::string> env = instrument::ChildEnvironmentFromProcess(instrumentation);
   env.insert({
       {"TRAINPROF_RUN_DIR", abs_run_dir},

@@ -43,6 +43,9 @@ struct RecordOptions {
   bool no_auto = false;        // no automatic framework instrumentation in CMD
   std::string detail_steps;    // "10-20": operator-level profiling for those steps
   std::string python_profile;  // "10-12": cProfile for those steps
+  // START+SECONDS (seconds after the start, or a Unix time): the same over a time window.
+  std::string detail_time;
+  std::string python_profile_time;
   // Called once the command has ended and the run is closed (rules, cost, report: the CLI
   // joins those in; agent/ depends on none of them). Its problems never change the exit code.
   std::function<void(const std::string& run_dir, std::ostream& out)> on_finished;

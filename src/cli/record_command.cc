@@ -43,6 +43,11 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                   "Operator-level profiling (PyTorch profiler) for these steps, e.g. 10-20");
   cmd->add_option("--python-profile", opts->python_profile,
                   "cProfile Python functions for these steps, e.g. 10-12");
+  cmd->add_option("--detail-time", opts->detail_time,
+                  "Operator-level profiling over a time window, START+SECONDS: e.g. 60+10 = the "
+                  "training steps from 60 s after the start for 10 s (START may be a Unix time)");
+  cmd->add_option("--python-profile-time", opts->python_profile_time,
+                  "cProfile over a time window, START+SECONDS (as --detail-time)");
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
                 "Allow --prometheus on a non-loopback address");

@@ -3,9 +3,13 @@
 // process of the job instruments itself and writes into the run. The contract is documented in
 // docs/instrumentation.md; this function is its one implementation on the C++ side.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "base/status.h"
 
 namespace trainprof::instrument {
 
@@ -16,6 +20,9 @@ inline constexpr const char* kEnvAuto = "TRAINPROF_AUTO";  // "0" = --no-auto
 inline constexpr const char* kEnvDisable = "TRAINPROF_DISABLE";
 inline constexpr const char* kEnvDetailSteps = "TRAINPROF_DETAIL_STEPS";
 inline constexpr const char* kEnvPythonProfile = "TRAINPROF_PYTHON_PROFILE";
+// Time windows, "START_NS-END_NS" in epoch ns (record converts --detail-time's seconds).
+inline constexpr const char* kEnvDetailTime = "TRAINPROF_DETAIL_TIME";
+inline constexpr const char* kEnvPythonProfileTime = "TRAINPROF_PYTHON_PROFILE_TIME";
 inline constexpr const char* kEnvPackageDir = "TRAINPROF_PYTHON_PACKAGE_DIR";
 inline constexpr const char* kEnvRecorderActive = "TRAINPROF_RECORDER";  // "record"
 
@@ -26,7 +33,18 @@ struct ChildEnvOptions {
   bool auto_instrument = true;     // false for --no-auto
   std::string detail_steps;        // "10-20" or ""
   std::string python_profile;      // "10-12" or ""
+  std::string detail_time;         // "START_NS-END_NS" or "" (see ParseTimeWindow)
+  std::string python_profile_time;
 };
+
+// A step range as --detail-steps takes it: "10-20" or "7" (steps from 0). Errors say why.
+Status CheckStepRange(const std::string& option, std::string_view spec);
+
+// A time window as --detail-time takes it, START+SECONDS: START in seconds after `origin_ns`
+// (the recording's start), or a Unix time in seconds when it is 1e9 or more; SECONDS > 0. Both
+// may have decimals. Returns the window as the environment carries it, "START_NS-END_NS".
+StatusOr<std::string> ParseTimeWindow(const std::string& option, std::string_view spec,
+                                      int64_t origin_ns);
 
 // The variables to set (or replace) in the child's environment, given the recorder's own
 // environment `parent`. PYTHONPATH gets <package>/_hook prepended (kept once). Returns nothing

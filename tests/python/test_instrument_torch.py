@@ -239,6 +239,66 @@ def test_detail_steps_store_operator_events_for_exactly_those_steps(tmp_path):
     assert len(_train_steps(run)) == 7
 
 
+def test_detail_time_profiles_the_steps_of_a_time_window(tmp_path, trainprof_cli):
+    """record --detail-time START+SECONDS: operator events for the training steps from the
+    first that begins once the window opened to the one during which it closed."""
+    import subprocess
+
+    run = tmp_path / "run"
+    script = tmp_path / "paced.py"
+    # Steps of at least 25 ms on any machine (the batch "loads" for 25 ms): 160 of them outlast
+    # the window whatever the start-up takes.
+    script.write_text(textwrap.dedent("""
+        import time
+        import torch
+
+        class Slow(torch.utils.data.Dataset):
+            def __len__(self):
+                return 160 * 8
+            def __getitem__(self, i):
+                if i % 8 == 0:
+                    time.sleep(0.025)
+                return torch.randn(16), i % 4
+
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in torch.utils.data.DataLoader(Slow(), batch_size=8):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    """))
+    proc = subprocess.run([*trainprof_cli, "record", "--out", str(run), "--no-gpu",
+                           "--detail-time", "2.5+0.5", "--python-profile-time", "2.5+0.5", "--",
+                           sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    start_ns = trainprof.open(str(run)).metadata["start_ns"]
+    t0, t1 = start_ns + 2_500_000_000, start_ns + 3_000_000_000
+    steps = _train_steps(run).sort_values("step").set_index("step")
+    assert len(steps) == 160
+    ann = {a[2]: json.loads(a[3]) for a in trainprof.open(str(run)).annotations()
+           if a[2].startswith("detail.")}
+    (key, info), = [(k, v) for k, v in ann.items() if k.startswith("detail.steps.")]
+    lo, hi = (int(x) for x in key.rsplit(".", 1)[1].split("-"))
+    assert info["window_ns"] == [t0, t1] and info["events"] > 0
+    end = steps["start_ns"] + steps["duration_ns"]
+    # the range is exactly the window's steps: it starts after the step during which the window
+    # opened, and ends with the step during which it closed
+    if lo > 0:
+        assert end[lo - 1] >= t0 and steps.loc[lo, "start_ns"] >= t0
+    assert end[hi] >= t1 and (hi == lo or end[hi - 1] < t1)
+    assert 5 <= hi - lo + 1 <= 25  # 0.5 s of 25-30 ms steps
+    ops = events_df(run, categories=["cpu_op"])
+    assert len(ops) > 100 and set(ops["step"]) <= set(range(lo, hi + 1))
+    assert any(k.startswith("detail.python.") for k in ann)
+    assert len(events_df(run, categories=["python_function"])) > 10
+    # a window that is not one is refused before anything runs
+    bad = subprocess.run([*trainprof_cli, "record", "--out", str(tmp_path / "bad"), "--detail-time",
+                          "60", "--", sys.executable, "-c", "pass"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "START+SECONDS" in bad.stderr + bad.stdout
+    assert not (tmp_path / "bad").exists()
+
+
 def test_no_auto_records_nothing_automatically(tmp_path):
     run = tmp_path / "run"
     run_hooked([EXAMPLE, "--steps", "2", "--eval-batches", "0"], run, TRAINPROF_AUTO="0")
