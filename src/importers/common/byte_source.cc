@@ -1,6 +1,10 @@
 #include "importers/common/byte_source.h"
 
+#include <isa-l/igzip_lib.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "base/files.h"
@@ -8,7 +12,34 @@
 namespace trainprof::importers {
 namespace {
 constexpr size_t kInputChunkBytes = 1 << 18;
+
+const char* InflateError(int rc) {
+  switch (rc) {
+    case ISAL_INVALID_BLOCK:
+      return "invalid deflate block";
+    case ISAL_INVALID_SYMBOL:
+      return "invalid deflate symbol";
+    case ISAL_INVALID_LOOKBACK:
+      return "invalid back-reference distance";
+    case ISAL_INVALID_WRAPPER:
+      return "invalid gzip header";
+    case ISAL_UNSUPPORTED_METHOD:
+      return "unsupported compression method";
+    case ISAL_INCORRECT_CHECKSUM:
+      return "incorrect checksum";
+    case ISAL_NEED_DICT:
+      return "needs a preset dictionary";
+    default:
+      return "inflate error";
+  }
+}
 }  // namespace
+
+struct ByteSource::Inflate {
+  inflate_state state;
+};
+
+ByteSource::ByteSource(std::string path, FILE* f) : path_(std::move(path)), file_(f) {}
 
 StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path) {
   if (IsDirectory(path)) return InvalidArgument(path + ": is a directory, expected a file");
@@ -24,18 +55,16 @@ StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path) 
   src->gzip_ = c0 == 0x1f && c1 == 0x8b;
   std::rewind(f);
   if (src->gzip_) {
-    // 16 + MAX_WBITS: gzip wrapper only; concatenated members are handled in Read.
-    if (inflateInit2(&src->z_, 16 + MAX_WBITS) != Z_OK) {
-      return Internal(path + ": zlib inflateInit2 failed");
-    }
-    src->z_initialized_ = true;
+    // The gzip wrapper is parsed and its CRC checked; concatenated members are handled in Read.
+    src->z_ = std::make_unique<Inflate>();
+    isal_inflate_init(&src->z_->state);
+    src->z_->state.crc_flag = ISAL_GZIP;
     src->in_.resize(kInputChunkBytes);
   }
   return src;
 }
 
 ByteSource::~ByteSource() {
-  if (z_initialized_) inflateEnd(&z_);
   if (file_ != nullptr) std::fclose(file_);
 }
 
@@ -49,10 +78,32 @@ StatusOr<size_t> ByteSource::ReadRaw(char* out, size_t capacity) {
 StatusOr<size_t> ByteSource::Read(char* out, size_t capacity) {
   if (!gzip_) return ReadRaw(out, capacity);
   if (stream_end_ || capacity == 0) return size_t{0};
-  z_.next_out = reinterpret_cast<Bytef*>(out);
-  z_.avail_out = static_cast<uInt>(capacity);
-  while (z_.avail_out > 0) {
-    if (z_.avail_in == 0) {
+  inflate_state& z = z_->state;
+  z.next_out = reinterpret_cast<uint8_t*>(out);
+  z.avail_out = static_cast<uint32_t>(std::min<size_t>(capacity, UINT32_MAX));
+  const uint32_t wanted = z.avail_out;
+  while (z.avail_out > 0) {
+    if (z.block_state == ISAL_BLOCK_FINISH) {
+      // A member ended. Another may follow (concatenated .gz files are valid gzip).
+      if (z.avail_in == 0) {
+        TP_ASSIGN_OR_RETURN(size_t n, ReadRaw(reinterpret_cast<char*>(in_.data()), in_.size()));
+        z.next_in = in_.data();
+        z.avail_in = static_cast<uint32_t>(n);
+      }
+      if (z.avail_in == 0) {
+        stream_end_ = true;
+        break;
+      }
+      uint8_t* next_in = z.next_in;
+      const uint32_t avail_in = z.avail_in;
+      isal_inflate_reset(&z);
+      z.crc_flag = ISAL_GZIP;
+      z.next_in = next_in;
+      z.avail_in = avail_in;
+      z.next_out = reinterpret_cast<uint8_t*>(out) + (wanted - z.avail_out);
+      continue;
+    }
+    if (z.avail_in == 0) {
       TP_ASSIGN_OR_RETURN(size_t n, ReadRaw(reinterpret_cast<char*>(in_.data()), in_.size()));
       if (n == 0) {
         // The file ended inside the deflate stream.
@@ -61,30 +112,20 @@ StatusOr<size_t> ByteSource::Read(char* out, size_t capacity) {
                         "compressed data, after " +
                         std::to_string(file_bytes_read_) + " bytes)");
       }
-      z_.next_in = in_.data();
-      z_.avail_in = static_cast<uInt>(n);
+      z.next_in = in_.data();
+      z.avail_in = static_cast<uint32_t>(n);
     }
-    int rc = inflate(&z_, Z_NO_FLUSH);
-    if (rc == Z_STREAM_END) {
-      // Another gzip member may follow (concatenated .gz files are valid gzip).
-      if (z_.avail_in == 0) {
-        TP_ASSIGN_OR_RETURN(size_t n, ReadRaw(reinterpret_cast<char*>(in_.data()), in_.size()));
-        z_.next_in = in_.data();
-        z_.avail_in = static_cast<uInt>(n);
-      }
-      if (z_.avail_in == 0) {
-        stream_end_ = true;
-        break;
-      }
-      if (inflateReset(&z_) != Z_OK) return DataLoss(path_ + ": corrupt gzip member");
-      continue;
+    const uint32_t out_before = z.avail_out, in_before = z.avail_in;
+    int rc = isal_inflate(&z);
+    if (rc < 0 || rc == ISAL_NEED_DICT) {
+      return DataLoss(path_ + ": corrupt gzip data (" + InflateError(rc) + ")");
     }
-    if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      return DataLoss(path_ + ": corrupt gzip data (" +
-                      std::string(z_.msg != nullptr ? z_.msg : "zlib error") + ")");
+    if (z.block_state != ISAL_BLOCK_FINISH && z.avail_out == out_before &&
+        z.avail_in == in_before) {
+      return DataLoss(path_ + ": corrupt gzip data (no progress)");  // never loop forever
     }
   }
-  return capacity - z_.avail_out;
+  return static_cast<size_t>(wanted - z.avail_out);
 }
 
 StatusOr<std::string> ReadAllDecompressed(const std::string& path) {
