@@ -96,7 +96,21 @@ class _Range:
         return False
 
 
-class TorchDetail:
+class _Ranged:
+    """A detail profiler's steps: its _Range's, known once it has started (time windows)."""
+
+    range: _Range
+
+    @property
+    def lo(self):
+        return self.range.lo
+
+    @property
+    def hi(self):
+        return self.range.hi
+
+
+class TorchDetail(_Ranged):
     """Runs torch.profiler from the beginning of step lo to the end of step hi (or over the
     steps of a time window: `window` = (start_ns, end_ns), epoch)."""
 
@@ -107,13 +121,6 @@ class TorchDetail:
         self.steps: list[tuple[int, int, int]] = []  # (step, start_mono, end_mono)
         self.done = False
 
-    @property
-    def lo(self):
-        return self.range.lo
-
-    @property
-    def hi(self):
-        return self.range.hi
 
     def hook(self, event: str, n: int, mode: str, start, end) -> None:
         if mode != "train" or self.done:
@@ -254,7 +261,7 @@ def store_trace(trace: dict, marker_ns: int, steps: list, category=None) -> int:
     return stored
 
 
-class PythonDetail:
+class PythonDetail(_Ranged):
     """cProfile from the beginning of step lo to the end of step hi (or over the steps of a
     time window); stores per-function stats as instants (category "python_function") at the
     end of the range."""
@@ -264,13 +271,6 @@ class PythonDetail:
         self.prof = None
         self.done = False
 
-    @property
-    def lo(self):
-        return self.range.lo
-
-    @property
-    def hi(self):
-        return self.range.hi
 
     def hook(self, event: str, n: int, mode: str, start, end) -> None:
         if mode != "train" or self.done:

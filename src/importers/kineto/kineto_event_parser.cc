@@ -6,62 +6,69 @@
 
 namespace trainprof::importers::kineto {
 
+namespace {
+
+// One member of an event into *out (values stay views); false when it makes the event
+// invalid. Shared by both paths, so that they read members alike.
+bool TakeMember(std::string_view k, std::string_view v, RawEvent* out, std::string* name_scratch) {
+  if (k.empty()) return true;
+  switch (k[0]) {
+    case 'p':
+      if (k == "ph") {
+        std::string_view body;
+        if (!json::RawStringBody(v, &body) || body.size() != 1) return false;
+        out->ph = body[0];
+      } else if (k == "pid") {
+        out->pid = v;
+      }
+      break;
+    case 'n':
+      if (k == "name") {
+        if (!json::RawStringBody(v, &out->name)) {
+          if (!json::DecodeString(v, name_scratch)) return false;
+          out->name = *name_scratch;
+        }
+        out->has_name = true;
+      }
+      break;
+    case 'c':
+      if (k == "cat" && !json::RawStringBody(v, &out->cat)) out->cat = std::string_view("?");
+      break;
+    case 't':
+      if (k == "ts")
+        out->ts = v;
+      else if (k == "tid")
+        out->tid = v;
+      break;
+    case 'd':
+      if (k == "dur") out->dur = v;
+      break;
+    case 'a':
+      if (k == "args") out->args = v;
+      break;
+    case 'i':
+      if (k == "id") out->id = v;
+      break;
+    case 's':
+      if (k == "s") json::RawStringBody(v, &out->s);
+      break;
+    case 'b':
+      if (k == "bp") json::RawStringBody(v, &out->bp);
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool ParseRawEvent(std::string_view text, RawEvent* out, std::string* name_scratch) {
   *out = RawEvent{};
   json::ObjectReader r(text);
   std::string_view k, v;
   while (r.Next(&k, &v)) {
-    if (k.empty()) continue;
-    switch (k[0]) {
-      case 'p':
-        if (k == "ph") {
-          std::string_view body;
-          if (json::RawStringBody(v, &body) && body.size() == 1)
-            out->ph = body[0];
-          else
-            return false;
-        } else if (k == "pid") {
-          out->pid = v;
-        }
-        break;
-      case 'n':
-        if (k == "name") {
-          if (!json::RawStringBody(v, &out->name)) {
-            if (!json::DecodeString(v, name_scratch)) return false;
-            out->name = *name_scratch;
-          }
-          out->has_name = true;
-        }
-        break;
-      case 'c':
-        if (k == "cat") {
-          if (!json::RawStringBody(v, &out->cat)) out->cat = std::string_view("?");
-        }
-        break;
-      case 't':
-        if (k == "ts")
-          out->ts = v;
-        else if (k == "tid")
-          out->tid = v;
-        break;
-      case 'd':
-        if (k == "dur") out->dur = v;
-        break;
-      case 'a':
-        if (k == "args") out->args = v;
-        break;
-      case 'i':
-        if (k == "id") out->id = v;
-        break;
-      case 's':
-        if (k == "s") json::RawStringBody(v, &out->s);
-        break;
-      case 'b':
-        if (k == "bp") json::RawStringBody(v, &out->bp);
-        break;
-      default:
-        break;
-    }
+    if (!TakeMember(k, v, out, name_scratch)) return false;
   }
   return r.ok() && out->ph != 0;
 }
@@ -153,56 +160,10 @@ InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::st
       return InPlace::kInvalid;
     }
     const std::string_view v(q, static_cast<size_t>(ve - q));
-    if (!k.empty()) {
-      switch (k[0]) {
-        case 'p':
-          if (k == "ph") {
-            std::string_view body;
-            if (!json::RawStringBody(v, &body) || body.size() != 1) return InPlace::kInvalid;
-            out->ph = body[0];
-          } else if (k == "pid") {
-            out->pid = v;
-          }
-          break;
-        case 'n':
-          if (k == "name") {
-            if (!json::RawStringBody(v, &out->name)) {
-              if (!json::DecodeString(v, name_scratch)) return InPlace::kInvalid;
-              out->name = *name_scratch;
-            }
-            out->has_name = true;
-          }
-          break;
-        case 'c':
-          if (k == "cat" && !json::RawStringBody(v, &out->cat)) out->cat = std::string_view("?");
-          break;
-        case 't':
-          if (k == "ts")
-            out->ts = v;
-          else if (k == "tid")
-            out->tid = v;
-          break;
-        case 'd':
-          if (k == "dur") out->dur = v;
-          break;
-        case 'a':
-          if (k == "args") {
-            if (c != '{' && c != '[') args->assign(v);  // a scalar is its own minified form
-            out->args = *args;
-          }
-          break;
-        case 'i':
-          if (k == "id") out->id = v;
-          break;
-        case 's':
-          if (k == "s") json::RawStringBody(v, &out->s);
-          break;
-        case 'b':
-          if (k == "bp") json::RawStringBody(v, &out->bp);
-          break;
-        default:
-          break;
-      }
+    if (!TakeMember(k, v, out, name_scratch)) return InPlace::kInvalid;
+    if (k == "args") {
+      if (c != '{' && c != '[') args->assign(v);  // a scalar is its own minified form
+      out->args = *args;
     }
     q = json::SkipWs(ve, end);
     if (q >= end) return InPlace::kIncomplete;
