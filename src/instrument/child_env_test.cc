@@ -34,12 +34,12 @@ TEST(ChildEnvTest, TimeWindowsBecomeEpochNanosecondsAndBadSpecsSayWhy) {
   const int64_t origin = 1'764'576'000'000'000'000;  // 2025-12-01 08:00 UTC
   auto w = ParseTimeWindow("--detail-time", "60+10", origin);
   ASSERT_TRUE(w.ok());
-  EXPECT_EQ(*w, std::to_string(origin + 60'000'000'000) + "-" +
-                    std::to_string(origin + 70'000'000'000));
+  EXPECT_EQ(
+      *w, std::to_string(origin + 60'000'000'000) + "-" + std::to_string(origin + 70'000'000'000));
   w = ParseTimeWindow("--detail-time", "0.5+2.25", origin);
   ASSERT_TRUE(w.ok());
-  EXPECT_EQ(*w, std::to_string(origin + 500'000'000) + "-" +
-                    std::to_string(origin + 2'750'000'000));
+  EXPECT_EQ(*w,
+            std::to_string(origin + 500'000'000) + "-" + std::to_string(origin + 2'750'000'000));
   // A Unix time is taken as it is.
   w = ParseTimeWindow("--detail-time", "1764576000+30", 0);
   ASSERT_TRUE(w.ok());

@@ -94,7 +94,9 @@ struct ThreadBuffer {
   // Written by the owning thread only.
   Block* tail = nullptr;
   uint32_t tail_pos = 0;
-  int64_t produced = 0;
+  // Records accepted; only the owning thread writes it (a plain store: no locked instruction),
+  // Stats reads it.
+  std::atomic<int64_t> produced{0};
   // Read and written by the flusher only.
   Block* head = nullptr;
   uint32_t head_pos = 0;
@@ -130,6 +132,7 @@ struct State {
   std::atomic<int64_t> written{0};
   std::atomic<int64_t> flushes{0};
   std::atomic<int64_t> flush_cpu_ns{0};  // CPU time spent draining and writing, all flushes
+  int64_t carried_dropped = 0;  // drops not yet stored (the store failed to open); flush_mu
   std::atomic<bool> flusher_running{false};
   std::atomic<int64_t> pid{0};
   RecorderOptions options;
@@ -159,9 +162,13 @@ State& S() {
   return *state;
 }
 
+// The kernel thread id, cached per thread; a forked child's only thread has a new one, so the
+// fork handler clears the cache (it runs on that thread).
+thread_local int64_t t_tid = 0;
+
 int64_t CurrentTid() {
-  thread_local int64_t tid = static_cast<int64_t>(syscall(SYS_gettid));
-  return tid;
+  if (t_tid == 0) t_tid = static_cast<int64_t>(syscall(SYS_gettid));
+  return t_tid;
 }
 
 // The calling thread's buffer, registered on first use. The hot path reads two trivial
@@ -219,6 +226,9 @@ void EnsureFlusher() {
   if (s.flusher_running.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(s.flusher_mu);
   if (s.flusher_running.load(std::memory_order_relaxed)) return;
+  // Not after Stop: a thread's first event racing with Stop must not start a flusher that
+  // nothing would stop (a forked child of an active recorder is still active).
+  if (!s.active.load(std::memory_order_acquire)) return;
   s.stop_flusher = false;
   s.flusher = new std::thread(FlusherLoop);
   s.flusher_running.store(true, std::memory_order_release);
@@ -259,11 +269,12 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
             std::string_view mode, int64_t step, int64_t start_ns, int64_t duration_ns,
             std::string_view args, int64_t tid) {
   State& s = S();
-  if (!s.active.load(std::memory_order_relaxed)) return;
+  // Acquire: the options Start wrote before setting active are read below.
+  if (!s.active.load(std::memory_order_acquire)) return;
   ThreadBuffer* b = LocalBuffer();
   if (b == nullptr) return;
-  if (b->produced - b->consumed.load(std::memory_order_relaxed) >=
-      s.options.max_events_per_thread) {
+  const int64_t produced = b->produced.load(std::memory_order_relaxed);
+  if (produced - b->consumed.load(std::memory_order_relaxed) >= s.options.max_events_per_thread) {
     Drop(b);
     return;
   }
@@ -307,7 +318,7 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
   p += mode.size();
   if (!args.empty()) std::memcpy(p, args.data(), args.size());
   b->tail_pos += static_cast<uint32_t>(need);
-  ++b->produced;
+  b->produced.store(produced + 1, std::memory_order_relaxed);
   b->tail->committed.store(b->tail_pos, std::memory_order_release);
 }
 
@@ -399,9 +410,9 @@ Status DrainLocked(bool final_flush) {
     counters.swap(s.counters);
     meta.swap(s.meta);
   }
-  int64_t dropped = 0;
+  int64_t dropped = s.carried_dropped;
+  s.carried_dropped = 0;
   for (const auto& b : buffers) dropped += b->dropped.exchange(0, std::memory_order_relaxed);
-  s.dropped.fetch_add(dropped, std::memory_order_relaxed);
   bool have_records = false;
   for (const auto& b : buffers) {
     have_records = have_records ||
@@ -415,7 +426,19 @@ Status DrainLocked(bool final_flush) {
     const int64_t pid = s.pid.load();
     auto writer = store::NodeStoreWriter::Open(
         store::ProcessStorePath(s.options.run_dir, s.node, pid), NodeInfoFor(s));
-    if (!writer.ok()) return writer.status();
+    if (!writer.ok()) {
+      // Nothing is lost for the failure: the process facts go back for the next attempt (the
+      // records stay in their blocks, the drop count in carried_dropped).
+      s.carried_dropped += dropped;
+      std::lock_guard<std::mutex> lock(s.registry_mu);
+      annotations.insert(annotations.end(), s.annotations.begin(), s.annotations.end());
+      annotation_ts.insert(annotation_ts.end(), s.annotation_ts.begin(), s.annotation_ts.end());
+      s.annotations.swap(annotations);
+      s.annotation_ts.swap(annotation_ts);
+      for (const auto& [k, v] : counters) s.counters[k] += v;
+      for (auto& [k, v] : meta) s.meta.emplace(k, std::move(v));  // a newer value wins
+      return writer.status();
+    }
     s.writer = std::move(writer).value();
     s.writer->SetMeta("process.pid", std::to_string(pid));
     s.writer->SetMeta("trainprof.version", kVersion);
@@ -433,13 +456,17 @@ Status DrainLocked(bool final_flush) {
     for (size_t i = 0; i < buffers.size(); ++i) {
       if (!exited[i]) continue;
       auto it = std::find(s.buffers.begin(), s.buffers.end(), buffers[i]);
-      if (it != s.buffers.end()) s.buffers.erase(it);
+      if (it != s.buffers.end()) {
+        s.recorded.fetch_add(buffers[i]->produced.load(std::memory_order_relaxed));
+        s.buffers.erase(it);
+      }
     }
   }
   for (size_t i = 0; i < annotations.size(); ++i) {
     s.writer->Annotate(annotation_ts[i], std::move(annotations[i].first),
                        std::move(annotations[i].second));
   }
+  s.dropped.fetch_add(dropped, std::memory_order_relaxed);
   if (dropped > 0) s.writer->AddCounter(model::dq::kDroppedEvents, dropped);
   for (const auto& [k, v] : counters) s.writer->AddCounter(k, v);
   for (const auto& [k, v] : meta) s.writer->SetMeta(k, v);
@@ -500,6 +527,7 @@ void StopFlusher() {
 // (leaked on purpose: destroying them would touch the parent's SQLite file and thread).
 void AtForkPrepare() {
   State& s = S();
+  s.lifecycle_mu.lock();  // first, as Start/Stop take it: a child must not inherit it held
   s.flush_mu.lock();
   s.flusher_mu.lock();
   s.registry_mu.lock();
@@ -509,6 +537,7 @@ void AtForkParent() {
   s.registry_mu.unlock();
   s.flusher_mu.unlock();
   s.flush_mu.unlock();
+  s.lifecycle_mu.unlock();
 }
 void AtForkChild() {
   State& s = S();
@@ -523,13 +552,16 @@ void AtForkChild() {
   s.stop_flusher = false;
   s.pid.store(getpid());  // also invalidates every thread's cached buffer handle
   s.recorded.store(0);
+  s.carried_dropped = 0;
   s.flush_cpu_ns.store(0);
   s.written.store(0);
   s.dropped.store(0);
   s.flushes.store(0);
+  t_tid = 0;  // this thread is the child's only one, with a new id
   s.registry_mu.unlock();
   s.flusher_mu.unlock();
   s.flush_mu.unlock();
+  s.lifecycle_mu.unlock();
 }
 
 void StopAtExit() { (void)Stop(); }
@@ -556,7 +588,13 @@ Status Start(const RecorderOptions& options) {
     std::atexit(StopAtExit);
   });
   s.options = options;
-  s.recorded.store(0);
+  {
+    // Threads keep their buffers across Stop/Start: count from what they hold now.
+    std::lock_guard<std::mutex> reg(s.registry_mu);
+    int64_t held = 0;
+    for (const auto& b : s.buffers) held += b->produced.load(std::memory_order_relaxed);
+    s.recorded.store(-held);
+  }
   s.dropped.store(0);
   s.written.store(0);
   s.flushes.store(0);
@@ -700,7 +738,9 @@ RecorderStats Stats() {
   int64_t buffered_dropped = 0;
   for (const auto& b : s.buffers) buffered_dropped += b->dropped.load(std::memory_order_relaxed);
   out.dropped_events += buffered_dropped;
-  out.recorded_events = out.written_events;
+  out.recorded_events = s.recorded.load();
+  for (const auto& b : s.buffers)
+    out.recorded_events += b->produced.load(std::memory_order_relaxed);
   return out;
 }
 

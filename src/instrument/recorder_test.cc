@@ -132,8 +132,11 @@ TEST(RecorderTest, ForkedChildWritesItsOwnStoreAndNeverTheParents) {
     if (name == "child") {
       ++child_events;
       EXPECT_EQ(events.pid[i], child);
+      // the child's only thread has its own id (not the forking thread's, cached before)
+      EXPECT_EQ(events.tid[i], child);
     } else {
       EXPECT_EQ(events.pid[i], getpid());
+      EXPECT_EQ(events.tid[i], static_cast<int64_t>(gettid()));
     }
   }
   EXPECT_EQ(child_events, 1);

@@ -111,9 +111,11 @@ void WarnOnce(const char* key, PyObject* message) {
 }
 
 // Matches keyword arguments of a FASTCALL call to parameter slots by name (interned names
-// compare by pointer first). Returns false (with a TypeError set) for an unknown keyword.
+// compare by pointer first); names[j] is positional parameter first_position + j. Returns
+// false (with a TypeError set) for an unknown keyword or one repeating a positional argument.
 bool BindKeywords(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                  PyObject* const* names, Py_ssize_t n_names, PyObject** slots, const char* func) {
+                  PyObject* const* names, Py_ssize_t n_names, Py_ssize_t first_position,
+                  PyObject** slots, const char* func) {
   if (kwnames == nullptr) return true;
   const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
   for (Py_ssize_t i = 0; i < nkw; ++i) {
@@ -127,6 +129,10 @@ bool BindKeywords(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
     }
     if (slot < 0) {
       PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", func, key);
+      return false;
+    }
+    if (first_position + slot < nargs) {
+      PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", func, key);
       return false;
     }
     slots[slot] = args[nargs + i];
@@ -146,10 +152,10 @@ PyObject* RecordSpan(PyObject*, PyObject* const* args, size_t nargsf, PyObject* 
     return nullptr;
   }
   for (Py_ssize_t i = 0; i < nargs; ++i) v[i] = args[i];
-  PyObject* const names[7] = {g_str_name, g_str_category, nullptr,   nullptr,
-                              g_str_step, g_str_mode,     g_str_args};
+  // name, category, start and end are positional; step, mode and args also by keyword.
+  PyObject* const names[3] = {g_str_step, g_str_mode, g_str_args};
   if (kwnames != nullptr &&
-      !BindKeywords(args, nargs, kwnames, names + 4, 3, v + 4, "record_span")) {
+      !BindKeywords(args, nargs, kwnames, names, 3, 4, v + 4, "record_span")) {
     return nullptr;
   }
   if (v[3] == nullptr) {
@@ -180,7 +186,7 @@ PyObject* RecordInstant(PyObject*, PyObject* const* args, size_t nargsf, PyObjec
   for (Py_ssize_t i = 0; i < nargs; ++i) v[i] = args[i];
   PyObject* const names[4] = {g_str_ts, g_str_step, g_str_mode, g_str_args};
   if (kwnames != nullptr &&
-      !BindKeywords(args, nargs, kwnames, names, 4, v + 2, "record_instant")) {
+      !BindKeywords(args, nargs, kwnames, names, 4, 2, v + 2, "record_instant")) {
     return nullptr;
   }
   if (v[1] == nullptr) {
@@ -206,9 +212,11 @@ PyObject* SetStep(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   g_step = IntOrMissing(args[0]);
+  PyObject* old = g_mode;
   Py_INCREF(args[1]);
-  Py_XSETREF(g_mode, args[1]);
+  g_mode = args[1];
   g_mode_text = Text(g_mode);
+  Py_XDECREF(old);  // last: a __del__ it may run sees the new mode already
   Py_RETURN_NONE;
 }
 
@@ -254,9 +262,16 @@ PyObject* SpanVectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObje
     for (Py_ssize_t i = 0; i < nkw; ++i) {
       PyObject* key = PyTuple_GET_ITEM(kwnames, i);
       PyObject* value = args[nargs + i];
-      if (name == nullptr && PyUnicode_Compare(key, g_str_name) == 0) {
+      const bool is_name = PyUnicode_Compare(key, g_str_name) == 0;
+      const bool is_category = !is_name && PyUnicode_Compare(key, g_str_category) == 0;
+      if ((is_name && nargs > 0) || (is_category && nargs > 1)) {
+        Py_XDECREF(extra);
+        PyErr_Format(PyExc_TypeError, "span() got multiple values for argument '%U'", key);
+        return nullptr;
+      }
+      if (is_name) {
         name = value;
-      } else if (nargs < 2 && PyUnicode_Compare(key, g_str_category) == 0) {
+      } else if (is_category) {
         category = value;
       } else {
         if (extra == nullptr && (extra = PyDict_New()) == nullptr) return nullptr;
@@ -277,7 +292,13 @@ PyObject* SpanVectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObje
   if (extra != nullptr) {
     PyObject* j = CallRecorder("_json_args", extra);
     Py_DECREF(extra);
-    if (j == nullptr) return nullptr;
+    if (j == nullptr) {
+      Py_DECREF(args_json);
+      if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_RuntimeError, "trainprof: cannot encode the span's args");
+      }
+      return nullptr;
+    }
     Py_SETREF(args_json, j);
   }
   PyObject* self = NewSpan(name, category, args_json);
@@ -531,6 +552,13 @@ PyMODINIT_FUNC PyInit__rec() {
   g_str_ts = PyUnicode_InternFromString("ts");
   g_str_category = PyUnicode_InternFromString("category");
   g_str_name = PyUnicode_InternFromString("name");
+  for (PyObject* o : {g_mode, g_current, g_default_category, g_str_step, g_str_mode, g_str_args,
+                      g_str_ts, g_str_category, g_str_name}) {
+    if (o == nullptr) {
+      Py_DECREF(m);
+      return nullptr;
+    }
+  }
   Py_INCREF(&SpanType);
   if (PyModule_AddObject(m, "Span", reinterpret_cast<PyObject*>(&SpanType)) < 0 ||
       PyModule_AddObject(m, "CURRENT", g_current) < 0) {

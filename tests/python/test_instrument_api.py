@@ -92,12 +92,15 @@ def test_span_type_args_keywords_and_the_current_step(tmp_path):
         s = trainprof.span("load", category="io", shard=3, path="/data/x")
         assert (s.name, s.category) == ("load", "io") and json.loads(s.args) == {{"shard": 3, "path": "/data/x"}}
         assert trainprof.span(name="n").category == "user" and trainprof.span("n").args is None
-        try:
-            trainprof.span()
-        except TypeError:
-            pass
-        else:
-            raise AssertionError("span() without a name")
+        for bad in (lambda: trainprof.span(), lambda: trainprof.span("a", name="b"),
+                    lambda: trainprof.span("a", "c", category="d"),
+                    lambda: R.record_span("a", "b", 1, 2, 3, step=4)):
+            try:
+                bad()
+            except TypeError:
+                pass
+            else:
+                raise AssertionError("accepted a call Python would refuse")
         with trainprof.step(mode="eval", step=7):
             with s:
                 pass
