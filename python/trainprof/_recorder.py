@@ -53,11 +53,6 @@ def warn_once(key: str, message: str) -> None:
         pass
 
 
-def _core():
-    """The recorder's extension module (kept under this name for the callers that predate it)."""
-    return _rec
-
-
 CURRENT = _rec.CURRENT  # default for step/mode: the current step's
 
 # record_span(name, category, start, end, step=CURRENT, mode=CURRENT, args=None): a finished

@@ -42,6 +42,11 @@ struct RecordHeader {
   uint8_t kind;
 };
 constexpr size_t kHeaderBytes = (sizeof(RecordHeader) + 7) & ~size_t{7};
+
+// A record's size in its block: the header and its texts, padded to 8 (writer and reader).
+constexpr size_t RecordBytes(size_t name, size_t category, size_t mode, size_t args) {
+  return (kHeaderBytes + name + category + mode + args + 7) & ~size_t{7};
+}
 constexpr uint32_t kBlockBytes = 64 << 10;
 // A record larger than this (args of megabytes) is dropped and counted, never truncated.
 constexpr size_t kMaxRecordBytes = 16 << 20;
@@ -71,8 +76,7 @@ void FreeBlock(Block* b) {
 }
 
 // A lock for the spare-block list, taken once per block (not per event) by the thread and by
-// the flusher. A plain atomic flag so that a forked child can reset it whatever state the
-// parent left it in.
+// the flusher. (A forked child never takes the parent's: it starts buffers of its own.)
 class SpinLock {
  public:
   void lock() {
@@ -281,8 +285,7 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
   name = name.substr(0, 0xFFFF);
   category = category.substr(0, 0xFF);
   mode = mode.substr(0, 0xFF);
-  const size_t need =
-      (kHeaderBytes + name.size() + category.size() + mode.size() + args.size() + 7) & ~size_t{7};
+  const size_t need = RecordBytes(name.size(), category.size(), mode.size(), args.size());
   if (need > kMaxRecordBytes) {
     Drop(b);
     return;
@@ -351,8 +354,7 @@ int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid
       e.tid = h.tid == 0 ? b->tid : h.tid;
       e.rank = rank;
       writer->AppendEvent(e);
-      pos += static_cast<uint32_t>(
-          (kHeaderBytes + h.name_len + h.category_len + h.mode_len + h.args_len + 7) & ~size_t{7});
+      pos += static_cast<uint32_t>(RecordBytes(h.name_len, h.category_len, h.mode_len, h.args_len));
       ++n;
     }
     Block* next = block->next.load(std::memory_order_acquire);
