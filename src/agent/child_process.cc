@@ -9,6 +9,8 @@
 
 #include <cstring>
 
+#include "base/children.h"
+
 extern char** environ;
 
 namespace trainprof::agent {
@@ -74,7 +76,11 @@ SpawnResult SpawnChild(const std::vector<std::string>& argv,
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = -1;
   // glibc's posix_spawnp reports exec failures (ENOENT, EACCES) as its return value.
-  int rc = posix_spawnp(&pid, argp[0], nullptr, &attr, argp.data(), envp.data());
+  int rc = 0;
+  SpawnOwnedChild([&] {
+    rc = posix_spawnp(&pid, argp[0], nullptr, &attr, argp.data(), envp.data());
+    return rc == 0 ? pid : -1;
+  });
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     result.error = rc;
@@ -99,14 +105,12 @@ int WaitForChild(pid_t pid, const SignalBlock& block, bool reap_orphans,
   while (true) {
     // Reap first: the child may have ended before we started waiting.
     int status = 0;
-    pid_t done = ::waitpid(pid, &status, WNOHANG);
+    pid_t done = WaitOwnedChild(pid, &status, WNOHANG);
     if (done == pid) return status;
-    if (done < 0 && errno == ECHILD) return 1 << 8;  // reaped elsewhere (should not happen)
-    if (reap_orphans) {
-      int other = 0;
-      while (::waitpid(-1, &other, WNOHANG) > 0) {
-      }
-    }
+    if (done < 0 && errno == ECHILD) return 1 << 8;  // not our child (should not happen)
+    // Orphans only: the command and what other threads spawned (rule actions, the custom-rules
+    // runner) are owned, and their statuses are kept for whoever waits for them.
+    if (reap_orphans) ReapOrphans();
     siginfo_t info;
     timespec timeout{0, 200 * 1000 * 1000};  // also re-check periodically, in case SIGCHLD merged
     int sig = sigtimedwait(&block.relayed(), &info, &timeout);

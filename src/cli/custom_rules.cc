@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "analyze/rules/actions.h"
+#include "base/children.h"
 #include "base/files.h"
 #include "base/json_dump.h"
 #include "base/time.h"
@@ -90,7 +91,11 @@ StatusOr<Spawned> Spawn(const std::vector<std::string>& argv, const std::vector<
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   Spawned s;
-  const int err = posix_spawnp(&s.pid, args[0], &actions, &attr, args.data(), envp.data());
+  int err = 0;
+  SpawnOwnedChild([&] {  // owned: `record` reaps orphans meanwhile
+    err = posix_spawnp(&s.pid, args[0], &actions, &attr, args.data(), envp.data());
+    return err == 0 ? s.pid : -1;
+  });
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(out[1]);
@@ -108,9 +113,7 @@ StatusOr<Spawned> Spawn(const std::vector<std::string>& argv, const std::vector<
 
 int WaitStatus(pid_t pid) {
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
+  if (WaitOwnedChild(pid, &status, 0) != pid) return -1;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + WTERMSIG(status);
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "base/children.h"
 #include "base/files.h"
 #include "base/json_dump.h"
 #include "report/report_html.h"
@@ -82,12 +83,15 @@ Status PrintPdf(const std::string& chromium, const std::string& html_path,
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, chromium.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = 0;
+  SpawnOwnedChild([&] {
+    rc = posix_spawn(&pid, chromium.c_str(), &actions, nullptr, argv.data(), environ);
+    return rc == 0 ? pid : -1;
+  });
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return Internal("could not start " + chromium + ": " + ErrnoMessage(rc));
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  WaitOwnedChild(pid, &status, 0);
   std::filesystem::remove_all(profile, ec);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return Internal(chromium + " failed to print " + html_path + " to PDF (status " +

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "analyze/rules/engine.h"
+#include "base/children.h"
 #include "base/files.h"
 #include "base/json_dump.h"
 #include "base/logging.h"
@@ -104,7 +105,12 @@ StatusOr<int> RunCommandWithInput(const std::vector<std::string>& argv, const st
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO);
   pid_t pid = 0;
-  const int err = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int err = 0;
+  // Owned: `record` reaps orphans on another thread, and must leave this child's status to us.
+  SpawnOwnedChild([&] {
+    err = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+    return err == 0 ? pid : -1;
+  });
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) {
     close(fds[0]);
@@ -118,12 +124,12 @@ StatusOr<int> RunCommandWithInput(const std::vector<std::string>& argv, const st
   const int64_t start = MonotonicNowNs();
   int status = 0;
   while (true) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
+    const pid_t r = WaitOwnedChild(pid, &status, WNOHANG);
     if (r == pid) break;
-    if (r < 0 && errno != EINTR) return Internal("waitpid: " + ErrnoMessage(errno));
+    if (r < 0) return Internal("waitpid: " + ErrnoMessage(errno));
     if (MonotonicNowNs() - start > timeout_ns) {
       kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      WaitOwnedChild(pid, &status, 0);
       return Unavailable("command '" + argv[0] + "' timed out and was killed");
     }
     SleepNs(5'000'000);

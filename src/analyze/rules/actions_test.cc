@@ -10,10 +10,12 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <thread>
 
 #include "analyze/rules/engine.h"
 #include "analyze/rules/rules_test_util.h"
+#include "base/children.h"
 #include "base/files.h"
 #include "base/time.h"
 
@@ -131,6 +133,27 @@ class WebhookServer {
   std::vector<std::string> bodies_;
   std::string content_type_;
 };
+
+// `record` reaps orphans on its main thread while the live rules' actions run commands on
+// another: a command that ran fine must report its own exit status, not "waitpid: No child
+// processes" (what a blanket waitpid(-1) in the reaper made of it).
+TEST(CommandActionTest, ExitStatusSurvivesAnOrphanReaperOnAnotherThread) {
+  std::atomic<bool> stop{false};
+  std::thread reaper([&] {
+    while (!stop.load()) {
+      ReapOrphans();
+      usleep(500);
+    }
+  });
+  for (int i = 0; i < 10; ++i) {
+    auto r = RunCommandWithInput({"sh", "-c", "sleep 0.02; exit " + std::to_string(i)}, "{}",
+                                 5'000'000'000);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(*r, i);
+  }
+  stop = true;
+  reaper.join();
+}
 
 TEST(WebhookActionTest, PostsTheFindingToALocalServer) {
   WebhookServer server;
