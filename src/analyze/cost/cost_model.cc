@@ -204,6 +204,34 @@ struct NodeInputs {
   std::vector<Span> phases;
 };
 
+std::string Plural(int n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// The recorded hardware of a node against its instance label. Only where the node has host
+// facts (cores) and the label is a catalog row: an import without host facts compares nothing.
+// GPUs count as recorded when the node lists them or sampled them.
+void CompareRecordedHardware(const model::NodeInfo* info, NodeCost* nc) {
+  if (info == nullptr || !info->cpu_cores) return;
+  nc->recorded_cpu_cores = *info->cpu_cores;
+  int sampled = static_cast<int>(nc->usage.gpus.size());
+  nc->recorded_gpus = std::max(static_cast<int>(info->gpus.size()), sampled);
+  const InstanceType& label = nc->instance;
+  if (label.provider == "custom" || !label.vcpus) return;
+  const int label_vcpus = static_cast<int>(std::lround(*label.vcpus));
+  const int label_gpus = label.AcceleratorCount();
+  if (label_vcpus == *nc->recorded_cpu_cores && label_gpus == *nc->recorded_gpus) return;
+  const std::string recorded_gpus =
+      *nc->recorded_gpus == 0 ? "no GPU" : Plural(*nc->recorded_gpus, "GPU", "GPUs");
+  nc->hardware_mismatch =
+      "node " + nc->node + ": labelled " + nc->instance_type + " (" +
+      Plural(label_vcpus, "vCPU", "vCPUs") + ", " + Plural(label_gpus, "GPU", "GPUs") +
+      ") but recorded on " + Plural(*nc->recorded_cpu_cores, "CPU core", "CPU cores") + " and " +
+      recorded_gpus +
+      ": the price is the label's, the measurements are the recorded machine's and are not "
+      "mapped onto the label's hardware (check the instance type, or pass --instance-type)";
+}
+
 }  // namespace
 
 ResolvedInstance ResolveInstance(const Catalog& catalog, const model::RunMetadata& run,
@@ -611,6 +639,8 @@ StatusOr<CostReport> ComputeCost(store::RunReader& run, const Catalog& catalog,
       nc.between_steps_seconds = static_cast<double>(gaps) / kNs;
     }
     nc.ranks = static_cast<int>(ranks.size());
+    CompareRecordedHardware(in.info, &nc);
+    if (!nc.hardware_mismatch.empty()) report.warnings.push_back(nc.hardware_mismatch);
     report.nodes.push_back(std::move(nc));
   }
 

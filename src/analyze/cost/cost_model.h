@@ -113,6 +113,12 @@ struct NodeCost {
   std::optional<int64_t> first_step_ns, last_step_end_ns;
   std::optional<double> between_steps_seconds;
   int ranks = 0;  // distinct ranks with steps on this node (0: no steps recorded)
+  // The hardware the node's store recorded (host facts, GPUs listed or sampled); absent when
+  // the run has no host facts (some imports). Measured usage is in these units, never the
+  // label's: a run labelled ml.p3.8xlarge but recorded on a laptop says so (hardware_mismatch).
+  std::optional<int> recorded_cpu_cores;
+  std::optional<int> recorded_gpus;
+  std::string hardware_mismatch;  // "" when the label and the recorded hardware agree
 };
 
 struct StepCosts {

@@ -105,7 +105,8 @@ Requirements Measure(const CostReport& r, const InstanceType& cur) {
   int busy = 0;
   bool gpu_measured = false;
   double gpu_mem_peak = -1;
-  std::optional<double> cpu_cores, host_mem;
+  std::optional<double> cpu_cores, host_mem, cores_of;
+  bool cores_recorded = false;
   for (const NodeCost& n : r.nodes) {
     if (n.assumed) continue;
     if (!n.usage.gpus.empty()) {
@@ -115,8 +116,14 @@ Requirements Measure(const CostReport& r, const InstanceType& cur) {
         if (g.memory_peak_bytes) gpu_mem_peak = std::max(gpu_mem_peak, *g.memory_peak_bytes);
       }
     }
-    if (n.usage.cpu_p95_ratio && n.instance.vcpus) {
-      cpu_cores = std::max(cpu_cores.value_or(0), *n.usage.cpu_p95_ratio * *n.instance.vcpus);
+    // The ratio is of the recorded machine's cores; the label's vCPUs only stand in when the
+    // run has no host facts.
+    std::optional<double> cores =
+        n.recorded_cpu_cores ? std::optional<double>(*n.recorded_cpu_cores) : n.instance.vcpus;
+    if (n.usage.cpu_p95_ratio && cores) {
+      cpu_cores = std::max(cpu_cores.value_or(0), *n.usage.cpu_p95_ratio * *cores);
+      cores_of = cores;
+      cores_recorded = n.recorded_cpu_cores.has_value();
     }
     if (n.usage.host_memory_peak_bytes) {
       host_mem = std::max(host_mem.value_or(0), *n.usage.host_memory_peak_bytes);
@@ -136,8 +143,9 @@ Requirements Measure(const CostReport& r, const InstanceType& cur) {
   if (cpu_cores) {
     q.measured = true;
     q.vcpus = *cpu_cores * kHeadroom;
-    q.evidence.push_back(Fmt("CPU p95 %.1f of %.0f vCPUs busy (cpu_utilization_ratio total)",
-                             *cpu_cores, cur.vcpus.value_or(0)));
+    q.evidence.push_back(Fmt("CPU p95 %.1f of %.0f %s busy (cpu_utilization_ratio total)",
+                             *cpu_cores, cores_of.value_or(0),
+                             cores_recorded ? "recorded CPU cores" : "vCPUs"));
   } else {
     q.vcpus = cur.vcpus;
   }
@@ -222,7 +230,9 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
   const double t_s = static_cast<double>(first.billed_seconds);
   const double n = static_cast<double>(r->instance_count);
   const double k = n * f * t_s / (730 * 3600);  // expected interruptions of the job
-  const double restart_s = ev.download_seconds + ev.initialization_seconds;
+  // What an interruption bills again: the initialisation and the lost work. The download that
+  // a restart repeats (Downloading after Interrupted) is not billed by SageMaker.
+  const double restart_s = ev.initialization_seconds;
   const double train_s = PhaseSeconds(first, {"training", "evaluation"});
   double lost_s;
   if (ev.checkpoint_interval_seconds) {
@@ -246,9 +256,9 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
                             " days old): spot prices move; check the Spot Instance Advisor");
   }
   w.evidence.push_back(
-      Fmt("restart cost measured in this run: %.0f s download + %.0f s "
-          "initialisation",
-          ev.download_seconds, ev.initialization_seconds));
+      Fmt("restart cost measured in this run: %.0f s initialisation billed again (the %.0f s "
+          "download is repeated but not billed)",
+          ev.initialization_seconds, ev.download_seconds));
   w.evidence.push_back(ev.checkpoint_spans > 0
                            ? Fmt("%d checkpoint phase spans (median interval %.0f s)",
                                  ev.checkpoint_spans, ev.checkpoint_interval_seconds.value_or(0))
@@ -259,9 +269,9 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
             : "interruption frequency assumed 10-15 % a month (no Spot Advisor bucket for this "
               "type in the catalog)");
   w.assumptions.push_back(
-      Fmt("%.2f expected interruptions over %.1f h x %d instances; each "
-          "repeats download and initialisation and loses %.0f s of work "
-          "(rework +%.1f %%)",
+      Fmt("%.2f expected interruptions over %.1f h x %d instances; each restarts every "
+          "instance, bills its initialisation again and loses %.0f s of work (rework "
+          "+%.3f %%); the repeated download is not billed",
           k, t_s / 3600, r->instance_count, lost_s, rework * 100));
   w.assumptions.push_back(
       "SageMaker reports the real saving per job "
@@ -640,9 +650,27 @@ void AddWhatIfs(const Catalog& catalog, const CostOptions& options, const WhatIf
   if (report->nodes.empty()) return;
   std::vector<WhatIf> out;
   SpotWhatIf(catalog, options, ev, report, &out);
-  RightsizeWhatIfs(catalog, ev, report, &out);
-  MixedPrecisionWhatIf(catalog, ev, report, &out);
-  CpuGroupWhatIf(catalog, ev, report, &out);
+  // Sizing and accelerator what-ifs read the measurements against the instance: not when the
+  // recorded hardware is not the labelled one.
+  const NodeCost& first = report->nodes.front();
+  if (first.hardware_mismatch.empty()) {
+    RightsizeWhatIfs(catalog, ev, report, &out);
+    MixedPrecisionWhatIf(catalog, ev, report, &out);
+    CpuGroupWhatIf(catalog, ev, report, &out);
+  } else {
+    const int gpus = first.recorded_gpus.value_or(0);
+    const std::string recorded =
+        std::to_string(first.recorded_cpu_cores.value_or(0)) + " CPU cores, " +
+        (gpus == 0 ? std::string("no GPU") : std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs"));
+    const int label_gpus = first.instance.AcceleratorCount();
+    const std::string label = Fmt("%.0f vCPUs, %d %s", first.instance.vcpus.value_or(0), label_gpus,
+                                  label_gpus == 1 ? "GPU" : "GPUs");
+    for (const char* what : {"rightsizing", "fewer GPUs / mixed precision / CPU group"}) {
+      report->not_proposed.push_back(std::string(what) + ": the recorded hardware (" + recorded +
+                                     ") is not the labelled " + first.instance_type + " (" + label +
+                                     "); its measurements cannot size that instance");
+    }
+  }
   StartupWhatIfs(ev, report, &out);
   std::vector<WhatIf> kept;
   for (WhatIf& w : out) {

@@ -137,6 +137,60 @@ TEST(WhatIfTest, CpuBoundInputPipelineAndSlowStart) {
   EXPECT_TRUE(Mentions(r.not_proposed, "no download phase recorded"));
 }
 
+TEST(WhatIfTest, SpotInvoiceBillsNoRepeatedDownload) {
+  // 4 x ml.g5.2xlarge (1.515 $/h, Spot Advisor 62 % off, 15-20 % interruptions a month), 10 h:
+  // download 0-1800 s, initialisation 1800-2400 s, training 2400-36000 s, no checkpoints.
+  // On demand: 4 x 36000 s x 1.515 / 3600 = $60.60.
+  // Expected interruptions of the job: k = 4 instances x 0.175 x 10 h / 730 h = 0.0095890.
+  // Each restarts every instance; what SageMaker bills again per instance is the lost work
+  // (no checkpoint: half of the 33600 s of training, 16800 s) and the initialisation (600 s),
+  // not the repeated download (1800 s): 17400 s x k = 166.849 s per instance, 667.397
+  // instance-seconds in all.
+  // Invoice: (144000 + 667.397) s x 1.515 x 0.38 / 3600 $/s = $23.134728.
+  // (Billing the repeated download too would give 19200 s x k per instance: $23.145769.)
+  NodeSpec n;
+  n.info = Node("algo-1");
+  n.phases = {{"download", 0, 1800}, {"initialization", 1800, 2400}, {"training", 2400, 36000}};
+  model::RunMetadata meta = Meta("ml.g5.2xlarge", 36000);
+  meta.instance_count = 4;
+  CostReport r = Cost(WriteRun(meta, {n}));
+  EXPECT_NEAR(r.total_cost_usd, 60.60, 1e-9);
+  const WhatIf* s = FindWhatIf(r, "managed_spot");
+  ASSERT_NE(s, nullptr);
+  EXPECT_NEAR(s->new_cost_usd, 23.134728, 1e-6);
+  EXPECT_NEAR(s->saving_usd, 60.60 - 23.134728, 1e-6);
+  EXPECT_TRUE(Mentions(s->assumptions, "the repeated download is not billed"));
+}
+
+TEST(WhatIfTest, LabelThatDisagreesWithTheRecordedHardware) {
+  // Labelled ml.p3.8xlarge (32 vCPUs, 4 x V100) but recorded on a 2-core host without GPUs,
+  // CPU at 95 %: the measured load is 1.9 of 2 cores, never "30.4 of 32 vCPUs".
+  NodeSpec n;
+  n.info = Node("laptop");
+  n.info.cpu_cores = 2;
+  n.info.memory_total_bytes = 8LL << 30;
+  n.samples_until_s = 3600;
+  n.cpu_total = [](double) { return 0.95; };
+  n.memory_used_bytes = [](double) { return 3 * kGiB; };
+  CostReport r = Cost(WriteRun(Meta("ml.p3.8xlarge", 3600, "record"), {n}));
+  EXPECT_TRUE(Mentions(r.warnings,
+                       "node laptop: labelled ml.p3.8xlarge (32 vCPUs, 4 GPUs) but recorded on "
+                       "2 CPU cores and no GPU"))
+      << (r.warnings.empty() ? "" : r.warnings[0]);
+  for (const WhatIf& w : r.what_ifs) {
+    EXPECT_FALSE(Mentions(w.evidence, "of 32 vCPUs")) << w.id;
+    EXPECT_NE(w.id, "rightsize");
+  }
+  EXPECT_TRUE(Mentions(r.not_proposed,
+                       "rightsizing: the recorded hardware (2 CPU cores, no GPU) is not the "
+                       "labelled ml.p3.8xlarge (32 vCPUs, 4 GPUs)"));
+  // Hardware that matches the label: the measured load in the label's units.
+  NodeSpec m = n;
+  m.info.cpu_cores = 16;
+  CostReport ok = Cost(WriteRun(Meta("ml.m5.4xlarge", 3600, "record"), {m}));
+  for (const auto& w : ok.warnings) EXPECT_EQ(w.find("labelled"), std::string::npos) << w;
+}
+
 TEST(WhatIfTest, NothingWithoutEvidence) {
   // A busy p4d (95 % GPUs, 35 GiB each, CPU 80 %, 1000 GiB host memory) on spot already: no
   // what-if has evidence.
