@@ -58,6 +58,7 @@ struct Result {
   double median_us;
   double min_us;
   int64_t values_per_sample;
+  std::vector<double> batches_us;  // every batch's CPU µs per sample, sorted
 };
 
 Result Measure(const std::string& name, CollectorSet& set, int batches, int per_batch) {
@@ -81,7 +82,7 @@ Result Measure(const std::string& name, CollectorSet& set, int batches, int per_
     values = (sink.n_ - n_before) / per_batch;
   }
   std::sort(us.begin(), us.end());
-  return Result{name, us[us.size() / 2], us.front(), values};
+  return Result{name, us[us.size() / 2], us.front(), values, us};
 }
 
 }  // namespace
@@ -133,9 +134,12 @@ int main(int argc, char** argv) {
     std::printf("{");
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      std::printf("%s\"%s\": {\"median_us\": %.2f, \"min_us\": %.2f, \"values\": %lld}",
+      std::printf("%s\"%s\": {\"median_us\": %.2f, \"min_us\": %.2f, \"values\": %lld, \"us\": [",
                   i ? ", " : "", r.name.c_str(), r.median_us, r.min_us,
                   static_cast<long long>(r.values_per_sample));
+      for (size_t k = 0; k < r.batches_us.size(); ++k)
+        std::printf("%s%.3f", k ? ", " : "", r.batches_us[k]);
+      std::printf("]}");
     }
     std::printf("}\n");
     return 0;

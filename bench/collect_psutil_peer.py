@@ -20,8 +20,16 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-import psutil
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+import results  # noqa: E402 - bench/lib/results.py: the figures for bench/out/results.json
+
+try:
+    import psutil
+except ImportError as e:  # the C++ side still runs; the ratio is reported as skipped
+    psutil = None
+    PSUTIL_MISSING = f"psutil not installed ({e})"
 
 
 def node_sample():
@@ -57,7 +65,7 @@ def measure(fn, batches, per_batch):
         for _ in range(per_batch):
             fn()
         us.append((time.process_time() - start) * 1e6 / per_batch)
-    return statistics.median(us), min(us)
+    return statistics.median(us), min(us), us
 
 
 def main():
@@ -66,15 +74,20 @@ def main():
     ap.add_argument("--per-batch", type=int, default=200)
     ap.add_argument("--cpp", help="path of collect_bench, to print both and the ratio")
     args = ap.parse_args()
+    if psutil is None:
+        print(f"psutil peer: {PSUTIL_MISSING}")
+        if args.cpp:
+            report_cpp(args, {})
+        return
 
-    results = {}
-    results["node"] = measure(node_sample, args.batches, args.per_batch)
+    peer = {}
+    peer["node"] = measure(node_sample, args.batches, args.per_batch)
     children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
                 for _ in range(20)]
     try:
         root = psutil.Process()
-        results["node+tree20"] = measure(lambda: (node_sample(), tree_sample(root)),
-                                         args.batches, args.per_batch)
+        peer["node+tree20"] = measure(lambda: (node_sample(), tree_sample(root)),
+                                      args.batches, args.per_batch)
     finally:
         for c in children:
             c.send_signal(signal.SIGKILL)
@@ -82,29 +95,43 @@ def main():
 
     print(f"psutil {psutil.__version__}: CPU per node sample, median of {args.batches} "
           f"batches x {args.per_batch}")
-    for name, (med, lo) in results.items():
+    for name, (med, lo, _) in peer.items():
         print(f"  {name:<12} {med:8.2f} us/sample (min {lo:.2f})")
-
     if args.cpp:
-        out = subprocess.run([args.cpp, "--json", "--batches", str(args.batches),
-                              "--samples-per-batch", str(args.per_batch)],
-                             check=True, capture_output=True, text=True).stdout
-        cpp = json.loads(out)
-        print("trainprof collect_bench:")
-        for name, r in cpp.items():
-            print(f"  {name:<12} {r['median_us']:8.2f} us/sample (min {r['min_us']:.2f}), "
-                  f"{r['median_us'] / 1000:.4f} % of one core at 100 ms")
-        print("ratio (psutil / trainprof, the same readings per sample; higher is better; "
-              "target >= 3x):")
-        for name, r in cpp.items():
-            if name in results:
-                print(f"  {name:<12} {results[name][0] / r['median_us']:6.1f}x")
-        tick = cpp.get("node+tree20@100ms")
-        if tick:
-            share = tick["median_us"] / 1000
-            print(f"at --interval 100ms (tree every 200 ms, the default): {share:.3f} % of one "
-                  f"core with the 20-process tree (target <= 0.2 %: "
-                  f"{'ok' if share <= 0.2 else 'MISSED'})")
+        report_cpp(args, peer)
+
+
+FIGURES = {"node": "collect.node_us", "node+tree20": "collect.tree20_us"}
+
+
+def report_cpp(args, peer):
+    """Runs collect_bench, prints its figures and the ratios, and records both sides."""
+    out = subprocess.run([args.cpp, "--json", "--batches", str(args.batches),
+                          "--samples-per-batch", str(args.per_batch)],
+                         check=True, capture_output=True, text=True).stdout
+    cpp = json.loads(out)
+    print("trainprof collect_bench:")
+    for name, r in cpp.items():
+        print(f"  {name:<12} {r['median_us']:8.2f} us/sample (min {r['min_us']:.2f}), "
+              f"{r['median_us'] / 1000:.4f} % of one core at 100 ms")
+    if peer:
+        print("ratio (psutil / trainprof, the same readings per sample; higher is better):")
+    for name, r in cpp.items():
+        if name in peer:
+            print(f"  {name:<12} {peer[name][0] / r['median_us']:6.1f}x")
+    for name, figure in FIGURES.items():
+        if name in cpp:
+            results.add(figure, cpp[name]["us"])
+            if name in peer:
+                results.peer(figure, peer[name][2], detail=f"psutil {psutil.__version__}")
+            else:
+                results.peer(figure, skipped=PSUTIL_MISSING)
+    tick = cpp.get("node+tree20@100ms")
+    if tick:
+        share = tick["median_us"] / 1000
+        print(f"at --interval 100ms (tree every 200 ms, the default): {share:.3f} % of one "
+              "core with the 20-process tree")
+        results.add("collect.tick_share_pct", [us / 1000 for us in tick["us"]])
 
 
 if __name__ == "__main__":

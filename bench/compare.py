@@ -106,11 +106,13 @@ def report(old: dict, new: dict) -> str:
     widths = [max(len(t[i]) for t in [header, *table]) for i in range(len(header) - 1)]
     for t in [header, *table]:
         out.append("  ".join(c.ljust(w) for c, w in zip(t, widths)) + "  " + t[-1])
-    counts = {}
-    for r in rows:
-        key = r["verdict"].split(" ")[0].rstrip("?")
-        counts[key] = counts.get(key, 0) + 1
-    out.append("verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    beyond = [r["verdict"] for r in rows if r["verdict"] in ("faster", "slower", "better", "worse")]
+    out.append(
+        f"{len(beyond)} beyond the noise ("
+        + ", ".join(f"{beyond.count(w)} {w}" for w in ("faster", "slower", "better", "worse"))
+        + f"), {sum(r['verdict'] == 'within noise' for r in rows)} within noise, "
+        f"{sum('noise unknown' in r['verdict'] for r in rows)} noise unknown, "
+        f"{sum(r['ratio'] is None for r in rows)} not measured in both")
     out.append("spread: (max - min) / median of a run's repeats; faster/slower (better/worse): "
                "the two runs' repeats do not overlap")
     return "\n".join(out) + "\n"

@@ -10,14 +10,20 @@ import shutil
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+import results  # noqa: E402 - bench/lib/results.py: the figures for bench/out/results.json
 
 
 def main():
     trace, tp_rate, tp_bytes = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
     try:
         from hta.trace_analysis import TraceAnalysis  # pip install HolisticTraceAnalysis
-    except ImportError:
+    except ImportError as e:
         print("HTA not installed (pip install HolisticTraceAnalysis): no ratio printed")
+        for figure in ("import.synthetic_events_per_s", "import.synthetic_bytes_per_event"):
+            results.peer(figure, skipped=f"HTA not installed ({e})")
         return 0
     d = tempfile.mkdtemp()
     shutil.copy(trace, os.path.join(d, "rank-0.json"))
@@ -35,6 +41,13 @@ def main():
     rate = n / wall
     per = (rss1 - rss0) * 1024 / n
     print(f"HTA load: {wall:.2f} s, {rate:.0f} events/s, {per:.0f} bytes/event")
+    try:
+        from importlib.metadata import version
+        detail = f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}"
+    except Exception:  # noqa: BLE001 - the version is only a label
+        detail = "HolisticTraceAnalysis"
+    results.peer("import.synthetic_events_per_s", rate, detail=detail)
+    results.peer("import.synthetic_bytes_per_event", per, detail=detail)
     print(f"ratio trainprof/HTA speed: {tp_rate / rate:.1f}x; memory HTA/trainprof: "
           f"{per / max(tp_bytes, 1e-9):.1f}x")
     return 0

@@ -1,6 +1,6 @@
 // report_bench: time and peak memory of building a run's report (model + HTML + JSON) for a
 // generated one-node run with 32 cores and 8 GPUs sampled every 100 ms: 30 minutes and 24 hours.
-// Budgets (issue 7): 24 h in <= 10 s and <= 1 GB, 30 min in <= 0.5 s, HTML < 10 MB.
+// The targets (issue 7) are rows of bench/targets.toml; this program reports the figures.
 // Each repetition runs in a fresh child process so that its peak RSS is its own.
 //
 // Usage: report_bench [--dir bench/out/report_bench] [--reps N] [--only 30m|24h]
@@ -16,6 +16,7 @@
 
 #include "base/files.h"
 #include "base/time.h"
+#include "bench_results.h"
 #include "report/synthetic_run.h"
 #include "report/write_reports.h"
 
@@ -26,7 +27,6 @@ namespace {
 struct Case {
   const char* name;
   int64_t duration_s;
-  double budget_s;
   int reps;
 };
 
@@ -46,12 +46,11 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
   }
-  std::vector<Case> cases = {{"30m", 1800, 0.5, 5}, {"24h", 86400, 10.0, 3}};
+  std::vector<Case> cases = {{"30m", 1800, 5}, {"24h", 86400, 3}};
   // cpu_s (user + system) is shown beside the wall time because a shared, loaded machine
-  // stretches wall time; the budget is checked on wall time.
-  std::printf("%-5s %10s %10s %10s %12s %10s %10s\n", "run", "values", "median_s", "cpu_s",
-              "peak_rss_mb", "html_mb", "budget");
-  int failures = 0;
+  // stretches wall time; the targets are on wall time.
+  std::printf("%-5s %10s %10s %10s %12s %10s\n", "run", "values", "median_s", "cpu_s",
+              "peak_rss_mb", "html_mb");
   for (const Case& c : cases) {
     if (!only.empty() && only != c.name) continue;
     std::string run = tp::JoinPath(dir, c.name);
@@ -112,10 +111,12 @@ int main(int argc, char** argv) {
     double values = static_cast<double>(c.duration_s) * 10 * (32 + 1 + 1 + 1 + 4 + 2 + 8 * 4);
     double med = Median(secs), mem = Median(rss_mb),
            html_mb = static_cast<double>(html_bytes) / 1e6;
-    bool ok = med <= c.budget_s && mem <= 1024 && html_mb < 10;
-    failures += ok ? 0 : 1;
-    std::printf("%-5s %10.3g %10.3f %10.3f %12.1f %10.2f %8.1fs %s\n", c.name, values, med,
-                Median(cpu_secs), mem, html_mb, c.budget_s, ok ? "ok" : "OVER BUDGET");
+    std::printf("%-5s %10.3g %10.3f %10.3f %12.1f %10.2f\n", c.name, values, med, Median(cpu_secs),
+                mem, html_mb);
+    const std::string prefix = std::string("report.") + c.name;
+    tp::bench::ReportFigure((prefix + "_s").c_str(), secs);
+    tp::bench::ReportFigure((prefix + "_peak_rss_mb").c_str(), rss_mb);
+    tp::bench::ReportFigure((prefix + "_html_mb").c_str(), html_mb);
   }
-  return failures == 0 ? 0 : 1;
+  return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "base/files.h"
 #include "base/time.h"
+#include "bench_results.h"
 #include "store/run_directory.h"
 #include "store/run_reader.h"
 
@@ -226,6 +227,10 @@ int main(int argc, char** argv) {
       write_rates.push_back(static_cast<double>(total_values) / secs);
       store_bytes = FileBytes(store::NodeStorePath(run, "bench-node"));
     }
+    std::vector<double> m_rates;
+    for (double r : write_rates) m_rates.push_back(r / 1e6);
+    bench::ReportFigure(flush_every == 10 ? "store.write_flush_1s" : "store.write_flush_60s",
+                        m_rates);
     std::printf(
         "store write, flush every %s of data: median %.2f M values/s (%.0fx real time "
         "for this node)\n",
@@ -233,9 +238,11 @@ int main(int argc, char** argv) {
         Median(write_rates) / (static_cast<double>(data.size()) * 10));
   }
   double bytes_per_value = static_cast<double>(store_bytes) / static_cast<double>(total_values);
-  if (!read_only)
-    std::printf("stored size: %.2f MiB = %.3f bytes/value (target <= 2; smdebug JSON ~100)\n",
+  if (!read_only) {
+    std::printf("stored size: %.2f MiB = %.3f bytes/value\n",
                 static_cast<double>(store_bytes) / 1048576.0, bytes_per_value);
+    bench::ReportFigure("store.bytes_per_value", bytes_per_value);
+  }
 
   std::vector<double> read_rates;
   for (int r = 0; r < repeat; ++r) {
@@ -251,16 +258,19 @@ int main(int argc, char** argv) {
     }
     read_rates.push_back(static_cast<double>(total_values) / secs);
   }
+  std::vector<double> m_read_rates;
+  for (double r : read_rates) m_read_rates.push_back(r / 1e6);
+  bench::ReportFigure("store.read_cpp", m_read_rates);
   std::printf(
-      "C++ reader, all series: median %.1f M values/s (target >= 30; smdebug reader ~0.27 "
-      "here) -> %.0fx the smdebug figure\n",
-      Median(read_rates) / 1e6, Median(read_rates) / 0.27e6);
+      "C++ reader, all series: median %.1f M values/s (smdebug's reader: see "
+      "store_read_bench.py)\n",
+      Median(read_rates) / 1e6);
 
   // The same samples in smdebug's format, for the peer measurement.
   if (smdebug_minutes > 0 && !read_only) {
     std::string dir = JoinPath(out_dir, "smdebug-profiler-output/system/incremental");
     int64_t sm_ticks = std::min<int64_t>(ticks, smdebug_minutes * 600);
-    int64_t sm_values = 0;
+    int64_t sm_values = 0, sm_bytes = 0;
     for (int64_t minute = 0; minute * 600 < sm_ticks; ++minute) {
       int64_t minute_s = t0 / kNanosPerSecond + minute * 60;
       // smdebug names files by the minute and puts them in hourly folders.
@@ -281,11 +291,15 @@ int main(int argc, char** argv) {
                         s.values[static_cast<size_t>(t)] * s.smdebug_scale, ts);
           f << line;
           ++sm_values;
+          sm_bytes += static_cast<int64_t>(std::strlen(line));
         }
       }
     }
-    std::printf("smdebug-format copy: %d min, %" PRId64 " values in %s\n",
-                static_cast<int>(sm_ticks / 600), sm_values, dir.c_str());
+    const double sm_per_value = static_cast<double>(sm_bytes) / static_cast<double>(sm_values);
+    std::printf("smdebug-format copy: %d min, %" PRId64 " values in %s: %.1f bytes/value\n",
+                static_cast<int>(sm_ticks / 600), sm_values, dir.c_str(), sm_per_value);
+    bench::ReportPeer("store.bytes_per_value", {sm_per_value},
+                      "smdebug JSON lines, the metrics it has");
   }
   std::printf("run for the Python reader benchmark: %s\n", run.c_str());
   return 0;

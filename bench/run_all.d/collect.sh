@@ -5,4 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=python3
 [[ -x .venv-bench/bin/python ]] && PY=.venv-bench/bin/python
-"$PY" bench/collect_psutil_peer.py --cpp build/bench/bench/collect_bench
+BATCHES=15 PER_BATCH=200
+[[ ${BENCH_QUICK:-0} == 1 ]] && BATCHES=7 PER_BATCH=100
+"$PY" bench/collect_psutil_peer.py --cpp build/bench/bench/collect_bench --batches $BATCHES \
+  --per-batch $PER_BATCH

@@ -4,7 +4,21 @@
 # automatically vs bare, with the attributable cost and py-spy's sampled share beside it.
 set -euo pipefail
 OUT=$1
-build/bench/bench/instrument_bench "$OUT" --spans 20000 --repeat 9
-build/bench/bench/instrument_bench "$OUT" --spans 300000 --repeat 5
-.venv-bench/bin/pip install -q py-spy >/dev/null 2>&1 || echo "(py-spy not installable: sampled share skipped)"
-PATH="$PWD/.venv-bench/bin:$PATH" .venv/bin/python bench/instrument_overhead.py --spans 50000 --repeat 5
+cd "$(dirname "$0")/../.."
+if [[ ${BENCH_QUICK:-0} == 1 ]]; then
+  STEADY="--spans 20000 --repeat 5" BURST="--spans 300000 --repeat 3"
+  PY_ARGS="--spans 20000 --repeat 3 --train-runs 2 --train-steps 20 --tiny-steps 2000"
+else
+  STEADY="--spans 20000 --repeat 9" BURST="--spans 300000 --repeat 5"
+  PY_ARGS="--spans 50000 --repeat 5"
+fi
+# shellcheck disable=SC2086
+build/bench/bench/instrument_bench "$OUT" $STEADY --figure instrument.cpp_span_ns
+# shellcheck disable=SC2086
+build/bench/bench/instrument_bench "$OUT" $BURST --figure instrument.cpp_span_burst_ns
+if [[ -x .venv-bench/bin/pip ]]; then
+  .venv-bench/bin/pip install -q py-spy >/dev/null 2>&1 ||
+    echo "(py-spy not installable: sampled share skipped)"
+fi
+# shellcheck disable=SC2086
+PATH="$PWD/.venv-bench/bin:$PATH" .venv/bin/python bench/instrument_overhead.py $PY_ARGS

@@ -10,5 +10,10 @@ if [[ -x .venv-bench/bin/python ]]; then
   .venv-bench/bin/pip install -q smdebug pandas requests psutil >/dev/null 2>&1 ||
     echo "(smdebug peer: some packages failed to install)"
 fi
-python3 bench/rules_bench.py --out "$OUT" --reps 7 --smdebug-reps 3
-.venv/bin/python bench/live_rules_overhead.py --seconds 30 --reps 3
+if [[ ${BENCH_QUICK:-0} == 1 ]]; then
+  python3 bench/rules_bench.py --out "$OUT" --reps 3 --smdebug-reps 1 --no-trial-open
+  .venv/bin/python bench/live_rules_overhead.py --seconds 10 --reps 1
+else
+  python3 bench/rules_bench.py --out "$OUT" --reps 7 --smdebug-reps 3
+  .venv/bin/python bench/live_rules_overhead.py --seconds 30 --reps 3
+fi

@@ -178,6 +178,9 @@ def test_compare_two_results_files(tmp_path):
     row = next(ln for ln in text if ln.startswith("import.synthetic_events_per_s "))
     assert row.split() == ["import.synthetic_events_per_s", "events/s", "1,100,000", "18.2", "%",
                            "2,200,000", "18.2", "%", "2.000x", "faster"]
+    n_rows = len(json.loads(p.stdout))
+    assert (f"3 beyond the noise (1 faster, 2 slower, 0 better, 0 worse), 1 within noise, "
+            f"1 noise unknown, {n_rows - 5} not measured in both") in text
     row = next(ln for ln in text if ln.startswith("instrument.cpp_span_ns "))
     assert row.split() == ["instrument.cpp_span_ns", "ns/span", "62", "6.5", "%", "72", "5.6",
                            "%", "1.161x", "slower"]
