@@ -65,6 +65,7 @@ class _Range:
 
     def __init__(self, lo: int | None = None, hi: int | None = None, window=None):
         self.lo, self.hi, self.window = lo, hi, window
+        self.requested = None if window is not None else f"{lo}-{hi}"
 
     def starts(self, event: str, n: int) -> bool:
         """Whether a profiler should start now (it is not running). A step is known to have
@@ -96,6 +97,92 @@ class _Range:
         return False
 
 
+def _range_key(kind: str, lo, hi) -> str:
+    """The annotation key of a stored range: detail.steps.<lo>-<hi> / detail.python.<lo>-<hi>,
+    hi the last training step profiled ("none" when the job ended before one completed)."""
+    return f"detail.{kind}.{lo}-{'none' if hi is None else hi}"
+
+
+# Ranges whose profiler is running. However the job ends, each is closed and stored first: at
+# exit (atexit, registered once torch or TensorFlow is imported, so it runs before their own
+# exit handlers), on an uncaught exception (sys.excepthook, before the recorder stops) and on
+# SIGTERM (a handler that stands in for the default action only while a range is open, then
+# re-raises the signal so that the job still dies of it). A profiler left running into the
+# interpreter's shutdown crashed the job (SIGSEGV) and lost the profile.
+_open: list = []
+_sigterm_installed = False
+
+
+def _opened(detail) -> None:
+    _open.append(detail)
+    _install_sigterm()
+
+
+def _closed(detail) -> None:
+    if detail in _open:
+        _open.remove(detail)
+    if not _open:
+        _restore_sigterm()
+
+
+def close_open(ended_by: str) -> None:
+    """Closes and stores every open range (`ended_by`: "exit", "exception", "SIGTERM")."""
+    for detail in list(_open):
+        try:
+            detail.close(ended_by)
+        except Exception as exc:  # noqa: BLE001 - the job's own ending must go on
+            _closed(detail)
+            warn_once("detail_close", f"closing a detail range at {ended_by} failed: {exc}")
+
+
+def _on_sigterm(signum, frame) -> None:
+    _restore_sigterm()
+    close_open("SIGTERM")
+    try:
+        R.set_exit_cause("signal: SIGTERM")
+        R.stop()
+    except Exception:  # noqa: BLE001
+        pass
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_sigterm() -> None:
+    """Only where SIGTERM has its default action and on the main thread (a job's own handler
+    is left alone: it decides how the job ends, and atexit closes the range then)."""
+    global _sigterm_installed
+    if _sigterm_installed:
+        return
+    import signal
+    import threading
+
+    try:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _sigterm_installed = True
+    except (ValueError, OSError):
+        pass
+
+
+def _restore_sigterm() -> None:
+    global _sigterm_installed
+    if not _sigterm_installed:
+        return
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError):
+        pass
+    _sigterm_installed = False
+
+
 class _Ranged:
     """A detail profiler's steps: its _Range's, known once it has started (time windows)."""
 
@@ -121,22 +208,37 @@ class TorchDetail(_Ranged):
         self.steps: list[tuple[int, int, int]] = []  # (step, start_mono, end_mono)
         self.done = False
 
-
     def hook(self, event: str, n: int, mode: str, start, end) -> None:
         if mode != "train" or self.done:
             return
         if self.prof is None:
             if self.range.starts(event, n):
                 self._start()
+                _opened(self)
         elif event == "end" and n >= self.range.lo:
             self.steps.append((n, start, end))
             if self.range.ends(n):
-                self._stop()
+                self.close("range")
+
+    def close(self, ended_by: str) -> None:
+        """Stops the profiler and stores what it saw: at the end of the range, or early (the
+        job ends, raises, is terminated) with the steps completed so far."""
+        if self.prof is None:
+            return
+        _closed(self)
+        self.ended_by = ended_by
+        if ended_by != "range":
+            self.range.hi = self.steps[-1][0] if self.steps else None
+        self._stop()
 
     def _annotation(self) -> dict:
-        info = {}
+        info = {"ended_by": getattr(self, "ended_by", "range")}
         if self.range.window is not None:
             info["window_ns"] = list(self.range.window)
+        else:
+            info["requested"] = self.range.requested
+        if getattr(self, "request_id", None):
+            info["request"] = self.request_id
         return info
 
     def _start(self) -> None:
@@ -164,7 +266,7 @@ class TorchDetail(_Ranged):
         finally:
             os.unlink(path)
         n = store_trace(trace, self.marker_ns, self.steps)
-        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n, **self._annotation()}})
+        R.annotate(**{_range_key("steps", self.lo, self.hi): {"events": n, **self._annotation()}})
 
 
 class TfDetail(TorchDetail):
@@ -206,8 +308,9 @@ class TfDetail(TorchDetail):
         finally:
             shutil.rmtree(self.logdir, ignore_errors=True)
         n = store_trace(trace, self.marker_ns, self.steps, category=_tf_categories(trace))
-        R.annotate(**{f"detail.steps.{self.lo}-{self.hi}": {"events": n, "profiler": "tf.profiler",
-                                                             **self._annotation()}})
+        R.annotate(**{_range_key("steps", self.lo, self.hi): {"events": n,
+                                                               "profiler": "tf.profiler",
+                                                               **self._annotation()}})
 
 
 def _tf_categories(trace: dict):
@@ -270,7 +373,7 @@ class PythonDetail(_Ranged):
         self.range = _Range(lo, hi, window)
         self.prof = None
         self.done = False
-
+        self.last_step = None  # the last training step completed inside the range
 
     def hook(self, event: str, n: int, mode: str, start, end) -> None:
         if mode != "train" or self.done:
@@ -281,15 +384,30 @@ class PythonDetail(_Ranged):
 
                 self.prof = cProfile.Profile()
                 self.prof.enable()
-        elif event == "end" and n >= self.range.lo and self.range.ends(n):
-            prof, self.prof = self.prof, None
-            self.done = True
-            prof.disable()
-            count = store_pstats(prof, self.lo, self.hi)
-            info = {"functions": count}
-            if self.range.window is not None:
-                info["window_ns"] = list(self.range.window)
-            R.annotate(**{f"detail.python.{self.lo}-{self.hi}": info})
+                _opened(self)
+        elif event == "end" and n >= self.range.lo:
+            self.last_step = n
+            if self.range.ends(n):
+                self.close("range")
+
+    def close(self, ended_by: str) -> None:
+        if self.prof is None:
+            return
+        _closed(self)
+        prof, self.prof = self.prof, None
+        self.done = True
+        prof.disable()
+        if ended_by != "range":
+            self.range.hi = self.last_step
+        count = store_pstats(prof, self.lo, self.hi) if self.hi is not None else 0
+        info = {"functions": count, "ended_by": ended_by}
+        if self.range.window is not None:
+            info["window_ns"] = list(self.range.window)
+        else:
+            info["requested"] = self.range.requested
+        if getattr(self, "request_id", None):
+            info["request"] = self.request_id
+        R.annotate(**{_range_key("python", self.lo, self.hi): info})
 
 
 def store_pstats(prof, lo: int, hi: int) -> int:
@@ -360,6 +478,7 @@ class RequestWatcher:
             detail = PythonDetail(lo, hi)
         else:
             detail = (TfDetail if self.framework == "tensorflow" else TorchDetail)(lo, hi)
+        detail.request_id = rid
         S.step_hooks.append(detail.hook)
         detail.hook("end", n, mode, start, end)  # starts now: the next step is the first
         R.annotate(**{f"detail.request.{rid}": {"steps": f"{lo}-{hi}", "pid": os.getpid(),
@@ -372,6 +491,10 @@ def install_from_env(framework: str = "torch") -> None:
     "tensorflow" (tf.profiler)."""
     if not any(isinstance(getattr(h, "__self__", None), RequestWatcher) for h in S.step_hooks):
         S.step_hooks.append(RequestWatcher(framework).hook)
+        import atexit
+
+        atexit.register(close_open, "exit")
+        R.before_stop.append(close_open)
     detail = TfDetail if framework == "tensorflow" else TorchDetail
     have = {type(getattr(h, "__self__", None)) for h in S.step_hooks}
     op_range = parse_range(os.environ.get("TRAINPROF_DETAIL_STEPS"))

@@ -268,10 +268,30 @@ def _after_fork_child() -> None:
     S.pid = os.getpid()
 
 
+# Called with the reason ("exception", "exit") before the recorder stops at the process's end,
+# so that what is still open (a detail profiler) is stored: callables(reason).
+before_stop: list = []
+
+
+def _run_before_stop(reason: str) -> None:
+    for fn in list(before_stop):
+        try:
+            fn(reason)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def set_exit_cause(text: str) -> None:
+    """Records how this process ended (process.exit), e.g. "signal: SIGTERM"."""
+    if S.active and S.pid == os.getpid():
+        _rec.set_meta("process.exit", text)
+
+
 def _excepthook(prev):
     def hook(exc_type, exc, tb):
         try:
             if S.active:
+                _run_before_stop("exception")
                 _rec.set_meta("process.exit", f"exception: {exc_type.__name__}: {exc}")
                 stop()
         except Exception:  # noqa: BLE001
@@ -283,6 +303,7 @@ def _excepthook(prev):
 
 def _at_exit() -> None:
     if S.active and S.pid == os.getpid():
+        _run_before_stop("exit")
         try:
             _rec.set_meta("process.exit", "normal")
         except Exception:  # noqa: BLE001
