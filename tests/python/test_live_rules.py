@@ -111,3 +111,18 @@ def test_agent_evaluates_live_for_a_job_it_did_not_start(tmp_path):
     assert "finding seen while running" in out, out + err + agent.stderr
     assert "rules evaluated live" in agent.stderr
     assert any(f.rule == "DataLoaderStarvation" for f in trainprof.open(str(run_dir)).findings())
+
+
+def test_a_command_action_that_ran_fine_is_logged_as_such(tmp_path):
+    """`record` reaps orphaned descendants while the live rules run a command action: the
+    command's own exit status is what counts (it used to be logged as "failed: waitpid: No
+    child processes", its status taken by the orphan reaper)."""
+    config = json.loads(json.dumps(CONFIG))
+    got = tmp_path / "action.json"
+    config["rules"]["DataLoaderStarvation"]["actions"] = [
+        {"type": "command", "command": ["sh", "-c", f"cat > {got}; sleep 0.3; exit 0"]}]
+    proc, run_dir, _ = record(tmp_path, config, 60, "watch")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(got.read_text())["rule"] == "DataLoaderStarvation"
+    assert "failed" not in proc.stderr, proc.stderr
+    assert "waitpid" not in proc.stderr, proc.stderr
