@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 namespace trainprof {
@@ -44,23 +47,40 @@ StatusOr<std::string> ReadFileToString(const std::string& path) {
   return out;
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Unavailable(tmp + ": " + ErrnoMessage(errno));
+Status WriteFileAtomically(const std::string& path, const std::string& contents, unsigned mode) {
+  // A random suffix from the kernel: another user cannot guess the name, and O_EXCL refuses
+  // one that exists (a planted symbolic link included) rather than following it.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+      r = static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(attempt);
+    }
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%016llx", static_cast<unsigned long long>(r));
+    tmp = path + suffix;
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) return Unavailable(tmp + ": " + ErrnoMessage(errno));
+  }
+  if (fd < 0) return Unavailable(path + ": cannot create a temporary file beside it");
+  auto fail = [&](const std::string& what) {
+    int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return Unavailable(tmp + ": " + what + ": " + ErrnoMessage(err));
+  };
+  if (fchmod(fd, static_cast<mode_t>(mode & 07777)) != 0) return fail("chmod failed");
   size_t done = 0;
   while (done < contents.size()) {
     ssize_t n = write(fd, contents.data() + done, contents.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return Unavailable(tmp + ": write failed: " + ErrnoMessage(err));
+      return fail("write failed");
     }
     done += static_cast<size_t>(n);
   }
-  fsync(fd);
+  if (fsync(fd) != 0 && errno != EINVAL) return fail("fsync failed");
   close(fd);
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;

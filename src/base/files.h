@@ -9,8 +9,14 @@
 namespace trainprof {
 
 StatusOr<std::string> ReadFileToString(const std::string& path);
-// Writes to "<path>.tmp.<pid>", fsyncs, renames over `path`: readers see the old or the new file.
-Status WriteFileAtomically(const std::string& path, const std::string& contents);
+// Writes a new temporary file beside `path`, fsyncs it, renames it over `path`: readers see
+// the old or the new file. The temporary file has an unpredictable name and is created with
+// O_CREAT|O_EXCL|O_NOFOLLOW, so nothing planted in the directory (a symbolic link at a guessed
+// name) is ever written through; a symbolic link at `path` itself is replaced, not followed.
+// `mode` is asked for exactly (the umask does not widen or narrow it): run files holding the
+// command line use 0600.
+Status WriteFileAtomically(const std::string& path, const std::string& contents,
+                           unsigned mode = 0644);
 Status MakeDirs(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);

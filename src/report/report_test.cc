@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -248,6 +250,34 @@ TEST_F(ReportTest, PdfWithoutChromiumSaysHowToGetIt) {
   auto written = WriteReports(*dir_, w);
   ASSERT_FALSE(written.ok());
   EXPECT_NE(written.status().message().find("chromium not found"), std::string::npos);
+  std::filesystem::remove_all(out);
+}
+
+// Issue 20, 1 and 6: the report (it shows the command line) is written 0600, never through a
+// link planted at its temporary name, and not into a run directory another user controls.
+TEST_F(ReportTest, ReportFilesArePrivateAndNotWrittenThroughPlantedLinks) {
+  std::string out = TempDir();
+  std::string victim = out + "/victim";
+  ASSERT_TRUE(WriteFileAtomically(victim, "root only", 0600).ok());
+  ASSERT_EQ(symlink(victim.c_str(), (out + "/r.json.tmp." + std::to_string(getpid())).c_str()), 0);
+  WriteOptions w;
+  w.html_path = out + "/r.html";
+  w.json_path = out + "/r.json";
+  ASSERT_TRUE(WriteReports(*dir_, w).ok());
+  EXPECT_EQ(*ReadFileToString(victim), "root only");
+  for (const char* name : {"/r.html", "/r.json"}) {
+    struct stat st {};
+    ASSERT_EQ(stat((out + name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, 0u) << name;
+  }
+  // Into the run directory itself, when every user may write it: refused, nothing written.
+  ASSERT_EQ(chmod(dir_->c_str(), 0777), 0);
+  auto written = WriteReports(*dir_, WriteOptions{});
+  ASSERT_EQ(chmod(dir_->c_str(), 0755), 0);
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.status().message().find("writable by every user"), std::string::npos)
+      << written.status().message();
+  EXPECT_FALSE(PathExists(*dir_ + "/report.json"));
   std::filesystem::remove_all(out);
 }
 

@@ -14,6 +14,7 @@
 #include "base/json_dump.h"
 #include "report/report_html.h"
 #include "report/report_json.h"
+#include "store/run_directory.h"
 #include "store/run_reader.h"
 
 extern char** environ;
@@ -105,18 +106,24 @@ StatusOr<WrittenReports> WriteReports(const std::string& run_dir, const WriteOpt
   TP_ASSIGN_OR_RETURN(auto reader, store::RunReader::Open(run_dir));
   TP_ASSIGN_OR_RETURN(Report report, BuildReport(*reader, options.build));
   WrittenReports out;
+  // Reports written into the run directory: refuse one another user controls (issue 20), and
+  // write them 0600 wherever they go (they show the job's command line).
+  if ((options.write_json && options.json_path.empty()) ||
+      ((options.write_html || !options.pdf_path.empty()) && options.html_path.empty())) {
+    TP_RETURN_IF_ERROR(store::CheckRunDirectoryForWriting(run_dir));
+  }
   if (options.write_json) {
     out.json_path =
         options.json_path.empty() ? JoinPath(run_dir, "report.json") : options.json_path;
     std::string text = DumpJson(ReportToJson(report), 1) + "\n";
-    TP_RETURN_IF_ERROR(WriteFileAtomically(out.json_path, text));
+    TP_RETURN_IF_ERROR(WriteFileAtomically(out.json_path, text, 0600));
     out.json_bytes = static_cast<int64_t>(text.size());
   }
   std::string html_path =
       options.html_path.empty() ? JoinPath(run_dir, "report.html") : options.html_path;
   if (options.write_html || !options.pdf_path.empty()) {
     std::string html = RenderHtml(report);
-    TP_RETURN_IF_ERROR(WriteFileAtomically(html_path, html));
+    TP_RETURN_IF_ERROR(WriteFileAtomically(html_path, html, 0600));
     out.html_path = html_path;
     out.html_bytes = static_cast<int64_t>(html.size());
   }

@@ -1,5 +1,8 @@
 #include "store/node_store_writer.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <tuple>
 #include <utility>
@@ -46,6 +49,24 @@ StatusOr<std::unique_ptr<NodeStoreWriter>> NodeStoreWriter::Open(const std::stri
                                                                  const WriterOptions& options) {
   size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) TP_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
+  // SQLite opens (and creates) the store and its journals following symbolic links: one planted
+  // by another user would redirect our writes into any file we may write. Refuse links, and
+  // files another user owns.
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string p = path + suffix;
+    struct stat st {};
+    if (lstat(p.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      return FailedPrecondition(p +
+                                ": is a symbolic link; trainprof does not write a store "
+                                "through a link");
+    }
+    if (!S_ISREG(st.st_mode)) return FailedPrecondition(p + ": is not a regular file");
+    if (st.st_uid != geteuid()) {
+      return FailedPrecondition(p + ": owned by uid " + std::to_string(st.st_uid) +
+                                ", not by this user: refusing to write into it");
+    }
+  }
   TP_ASSIGN_OR_RETURN(auto db, SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate));
   std::unique_ptr<NodeStoreWriter> writer(new NodeStoreWriter(std::move(db), path, options));
   TP_RETURN_IF_ERROR(writer->Initialize(node));

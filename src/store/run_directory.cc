@@ -1,9 +1,56 @@
 #include "store/run_directory.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
 #include "base/files.h"
 #include "store/schema.h"
 
 namespace trainprof::store {
+
+namespace {
+
+// A directory trainprof may write into: a real directory (no symbolic link, unless
+// `may_be_link`: the run directory named by the user), owned by this user, not writable by
+// every user. Group-writable is accepted: a team folder's group is trusted by its owner.
+Status CheckOwnDirectory(const std::string& dir, bool may_be_link) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return Unavailable(dir + ": " + ErrnoMessage(errno));
+  if (S_ISLNK(st.st_mode)) {
+    if (!may_be_link) {
+      return FailedPrecondition(dir +
+                                ": is a symbolic link; trainprof does not write through links "
+                                "inside a run directory");
+    }
+    if (stat(dir.c_str(), &st) != 0) return Unavailable(dir + ": " + ErrnoMessage(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return FailedPrecondition(dir + ": exists and is not a directory");
+  if (st.st_uid != geteuid()) {
+    return FailedPrecondition(dir + ": owned by uid " + std::to_string(st.st_uid) +
+                              ", not by this user (uid " + std::to_string(geteuid()) +
+                              "): refusing to write into a directory another user controls");
+  }
+  if (st.st_mode & S_IWOTH) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return FailedPrecondition(dir + ": writable by every user (mode " + mode +
+                              "): refusing to write a run there (chmod o-w it)");
+  }
+  return OkStatus();
+}
+
+// Creates `dir` (one level) if needed, then checks it as above (never through a link).
+Status MakeOwnDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Unavailable(dir + ": cannot create directory: " + ErrnoMessage(errno));
+  }
+  return CheckOwnDirectory(dir, /*may_be_link=*/false);
+}
+
+}  // namespace
 
 std::string RunJsonPath(const std::string& run_dir) { return JoinPath(run_dir, kRunJsonName); }
 
@@ -30,7 +77,9 @@ std::string ProcessStorePath(const std::string& run_dir, const std::string& node
 
 Status WriteRunMetadata(const std::string& run_dir, const model::RunMetadata& metadata) {
   TP_RETURN_IF_ERROR(MakeDirs(run_dir));
-  return WriteFileAtomically(RunJsonPath(run_dir), model::RunMetadataToJson(metadata));
+  TP_RETURN_IF_ERROR(CheckRunDirectoryForWriting(run_dir));
+  // 0600: run.json holds the command line (secrets redacted, but arguments still tell a lot).
+  return WriteFileAtomically(RunJsonPath(run_dir), model::RunMetadataToJson(metadata), 0600);
 }
 
 StatusOr<model::RunMetadata> ReadRunMetadata(const std::string& run_dir) {
@@ -42,6 +91,12 @@ StatusOr<model::RunMetadata> ReadRunMetadata(const std::string& run_dir) {
 StatusOr<std::unique_ptr<NodeStoreWriter>> OpenNodeWriter(const std::string& run_dir,
                                                           const model::NodeInfo& node,
                                                           const WriterOptions& options) {
+  TP_RETURN_IF_ERROR(MakeDirs(run_dir));
+  TP_RETURN_IF_ERROR(CheckRunDirectoryForWriting(run_dir));
+  const std::string nodes = JoinPath(run_dir, kNodesDirName);
+  TP_RETURN_IF_ERROR(MakeOwnDirectory(nodes));
+  TP_RETURN_IF_ERROR(MakeOwnDirectory(JoinPath(nodes, SanitizeNodeName(node.node))));
+  // The store file and its journals are checked by the writer (no links, ours).
   return NodeStoreWriter::Open(NodeStorePath(run_dir, node.node), node, options);
 }
 
@@ -78,6 +133,10 @@ StatusOr<std::vector<std::string>> ListStoreFiles(const std::string& run_dir) {
     out.insert(out.end(), others.begin(), others.end());
   }
   return out;
+}
+
+Status CheckRunDirectoryForWriting(const std::string& run_dir) {
+  return CheckOwnDirectory(run_dir.empty() ? "." : run_dir, /*may_be_link=*/true);
 }
 
 bool IsRunDirectory(const std::string& dir) {

@@ -43,6 +43,11 @@ StatusOr<std::vector<std::string>> ListNodeDirs(const std::string& run_dir);
 // Every store file of a run: per node directory, store.sqlite first, then the process stores.
 StatusOr<std::vector<std::string>> ListStoreFiles(const std::string& run_dir);
 
+// Refuses a run directory that someone else could tamper with before trainprof writes into it:
+// owned by another user, or writable by every user (sticky or not). The directory named by
+// the caller may itself be reached through a symbolic link; nothing inside it may be.
+Status CheckRunDirectoryForWriting(const std::string& run_dir);
+
 // Whether `dir` looks like a run directory (has run.json or nodes/).
 bool IsRunDirectory(const std::string& dir);
 
