@@ -238,7 +238,7 @@ class TorchDetail(_Ranged):
         else:
             info["requested"] = self.range.requested
         if getattr(self, "request_id", None):
-            info["request"] = self.request_id
+            info["request"], info["pid"] = self.request_id, os.getpid()
         return info
 
     def _start(self) -> None:
@@ -406,7 +406,7 @@ class PythonDetail(_Ranged):
         else:
             info["requested"] = self.range.requested
         if getattr(self, "request_id", None):
-            info["request"] = self.request_id
+            info["request"], info["pid"] = self.request_id, os.getpid()
         R.annotate(**{_range_key("python", self.lo, self.hi): info})
 
 

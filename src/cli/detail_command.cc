@@ -64,6 +64,12 @@ Status ReadProgress(const std::string& run, const std::string& id, bool python,
       acks->push_back(ack);
     } else if (a.key.rfind(done_prefix, 0) == 0) {
       done->insert(a.key.substr(done_prefix.size()));
+      // A range the job's end closed early is stored under the steps it reached; its
+      // "request" names the request it served.
+      const nlohmann::json j = nlohmann::json::parse(a.value, nullptr, false);
+      if (j.is_object() && j.value("request", "") == id) {
+        done->insert("pid:" + std::to_string(j.value("pid", int64_t{0})));
+      }
     }
   }
   return OkStatus();
@@ -104,7 +110,9 @@ Status RunDetail(const DetailOptions& o, std::ostream& out) {
             << " (" << acks[reported].profiler << ")\n";
       }
       size_t finished = 0;
-      for (const Ack& a : acks) finished += done.count(a.steps);
+      for (const Ack& a : acks) {
+        finished += done.count(a.steps) > 0 || done.count("pid:" + std::to_string(a.pid)) > 0;
+      }
       if (!acks.empty() && finished == acks.size()) {
         out << "done: " << finished << " process" << (finished == 1 ? "" : "es")
             << " stored their profile; see `trainprof analyze " << o.run << "` or export it\n";

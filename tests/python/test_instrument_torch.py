@@ -246,15 +246,16 @@ def test_detail_time_profiles_the_steps_of_a_time_window(tmp_path, trainprof_cli
 
     run = tmp_path / "run"
     script = tmp_path / "paced.py"
-    # Steps of at least 25 ms on any machine (the batch "loads" for 25 ms): 160 of them outlast
-    # the window whatever the start-up takes.
+    # Steps of at least 25 ms on any machine (the batch "loads" for 25 ms): 400 of them (10 s)
+    # outlast the window whatever the start-up takes, and the window opens after the first
+    # step even on a loaded machine where importing torch takes seconds.
     script.write_text(textwrap.dedent("""
         import time
         import torch
 
         class Slow(torch.utils.data.Dataset):
             def __len__(self):
-                return 160 * 8
+                return 400 * 8
             def __getitem__(self, i):
                 if i % 8 == 0:
                     time.sleep(0.025)
@@ -268,14 +269,14 @@ def test_detail_time_profiles_the_steps_of_a_time_window(tmp_path, trainprof_cli
             opt.step()
     """))
     proc = subprocess.run([*trainprof_cli, "record", "--out", str(run), "--no-gpu",
-                           "--detail-time", "2.5+0.5", "--python-profile-time", "2.5+0.5", "--",
+                           "--detail-time", "5+0.5", "--python-profile-time", "5+0.5", "--",
                            sys.executable, str(script)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     start_ns = trainprof.open(str(run)).metadata["start_ns"]
-    t0, t1 = start_ns + 2_500_000_000, start_ns + 3_000_000_000
+    t0, t1 = start_ns + 5_000_000_000, start_ns + 5_500_000_000
     steps = _train_steps(run).sort_values("step").set_index("step")
-    assert len(steps) == 160
+    assert len(steps) == 400
     ann = {a[2]: json.loads(a[3]) for a in trainprof.open(str(run)).annotations()
            if a[2].startswith("detail.")}
     (key, info), = [(k, v) for k, v in ann.items() if k.startswith("detail.steps.")]
