@@ -302,11 +302,17 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
                        "overlapping or communicating less saves)");
   }
   if (rule == "StragglerRank") {
-    auto rank = Number(ev, "rank_median_step_ms");
-    auto typical = Number(ev, "median_of_ranks_ms");
+    // The others wait for the straggler's own time (outside collectives) beyond theirs;
+    // findings stored before own time was measured carry step medians instead.
+    auto rank = Number(ev, "rank_median_own_ms");
+    auto typical = Number(ev, "median_of_ranks_own_ms");
+    if (!rank || !typical) {
+      rank = Number(ev, "rank_median_step_ms");
+      typical = Number(ev, "median_of_ranks_ms");
+    }
     auto ranks = Number(ev, "ranks_compared");
     auto steps = Number(ev, "steps_in_window");
-    if (!rank || !typical || !ranks || !steps) return MissingEvidence("rank_median_step_ms");
+    if (!rank || !typical || !ranks || !steps) return MissingEvidence("rank_median_own_ms");
     const double wait_s = std::max(0.0, *rank - *typical) / 1e3 * *steps * (*ranks - 1);
     return PerRankTime(*n, wait_s,
                        "the other " + Fmt("%.0f", *ranks - 1) + " ranks waiting " +

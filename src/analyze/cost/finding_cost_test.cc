@@ -100,6 +100,13 @@ TEST_F(P3FindingCost, StepTimeRulesPriceTheRanksShareOfTheInstance) {
                           "ranks_compared": 4, "steps_in_window": 120})"));
   EXPECT_NEAR(*s.cost_usd, 0.73, kCent);
   EXPECT_NEAR(*s.cost_usd, 180 * rate, 1e-9);
+  // The same from the own-time evidence StragglerRank writes now (the step medians there are
+  // the straggler's shorter steps and do not enter the price).
+  auto own = Price(Make("StragglerRank", "rank0", 100, 400,
+                        R"({"rank_median_own_ms": 1500, "median_of_ranks_own_ms": 1000,
+                            "rank_median_step_ms": 900, "ranks_compared": 4,
+                            "steps_in_window": 120})"));
+  EXPECT_NEAR(*own.cost_usd, 180 * rate, 1e-9);
   // GPUIdleBetweenSteps: 50 steps x 2000 ms = 100 s -> 0.40816 -> $0.41.
   auto g = Price(
       Make("GPUIdleBetweenSteps", "rank0", 100, 400, R"({"mean_gap_ms": 2000, "steps": 50})"));

@@ -391,6 +391,17 @@ class RankWindowRule : public Rule {
     r.durations_ms.push_back(static_cast<double>(s.duration_ns) / 1e6);
     if (Recorded(s.data_wait_ns)) r.data_wait_ns += s.data_wait_ns;
     r.step_ns += s.duration_ns;
+    // This step's cycle: the gap since the rank's previous step (a pause longer than
+    // max_gap_ns_ is LongPauses' business, not a straggler's) and the collectives that ended
+    // since then; what is left is the rank's own time: compute, data and host gaps.
+    const int64_t gap =
+        r.prev_end_ns == 0 ? 0 : std::clamp<int64_t>(s.start_ns - r.prev_end_ns, 0, max_gap_ns_);
+    const int64_t coll = std::min(r.pending_collective_ns, s.duration_ns + gap);
+    r.prev_end_ns = s.end_ns();
+    r.pending_collective_ns = 0;
+    r.gap_ms.push_back(static_cast<double>(gap) / 1e6);
+    r.step_collective_ms.push_back(static_cast<double>(coll) / 1e6);
+    r.own_ms.push_back(static_cast<double>(s.duration_ns + gap - coll) / 1e6);
     ++result().datapoints;
   }
   void OnSpan(const SpanEvent& e) override {
@@ -399,6 +410,7 @@ class RankWindowRule : public Rule {
     Rank& r = ranks_[{ctx().NodeName(e.node), e.rank}];
     r.collective_ns += e.duration_ns;
     r.collective_by_name[e.name] += e.duration_ns;
+    r.pending_collective_ns += e.duration_ns;
   }
   void Finalize(int64_t) override {
     if (window_start_ns_ != 0) Evaluate(last_ns_);
@@ -407,6 +419,10 @@ class RankWindowRule : public Rule {
  protected:
   struct Rank {
     std::vector<double> durations_ms;
+    // Per step: time outside collectives (step + gap before it - collectives), the
+    // collectives, the gap.
+    std::vector<double> own_ms, step_collective_ms, gap_ms;
+    int64_t prev_end_ns = 0, pending_collective_ns = 0;  // kept across windows
     int64_t step_ns = 0, data_wait_ns = 0, collective_ns = 0;
     std::map<std::string, int64_t> collective_by_name;
     Episode episode;
@@ -415,6 +431,7 @@ class RankWindowRule : public Rule {
   virtual void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) = 0;
 
   double threshold_;
+  int64_t max_gap_ns_ = 10 * 1'000'000'000LL;
 
  private:
   void Tick(int64_t t) {
@@ -429,6 +446,9 @@ class RankWindowRule : public Rule {
     EvaluateWindow(ranks_, window_start_ns_, end);
     for (auto& [key, r] : ranks_) {
       r.durations_ms.clear();
+      r.own_ms.clear();
+      r.step_collective_ms.clear();
+      r.gap_ms.clear();
       r.step_ns = r.data_wait_ns = r.collective_ns = 0;
       r.collective_by_name.clear();
     }
@@ -441,41 +461,72 @@ class RankWindowRule : public Rule {
 class StragglerRankRule : public RankWindowRule {
  public:
   StragglerRankRule(const RuleSpec& spec, Params params)
-      : RankWindowRule(spec, std::move(params)), min_steps_(this->params().Integer("min_steps")) {}
+      : RankWindowRule(spec, std::move(params)), min_steps_(this->params().Integer("min_steps")) {
+    max_gap_ns_ = static_cast<int64_t>(this->params().Number("max_gap_s") * kNsPerSecond);
+  }
 
  protected:
+  // In synchronous training every rank's step cycle takes as long as the slowest rank's: the
+  // others wait for it inside their collectives, so their steps are the long ones. The rank to
+  // blame is the one with the most time of its own (outside collectives: compute, data loading,
+  // gaps between steps), which is also the one that waits least in collectives. Without
+  // collectives (independent processes) own time is the step cycle itself.
   void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) override {
-    std::vector<std::pair<Rank*, const RankKey*>> active;
-    std::vector<double> medians;
+    struct Active {
+      Rank* rank;
+      const RankKey* key;
+      double own, step, coll, gap;
+    };
+    std::vector<Active> active;
+    std::vector<double> owns;
     for (auto& [key, r] : ranks) {
-      if (static_cast<int64_t>(r.durations_ms.size()) < min_steps_) continue;
-      active.push_back({&r, &key});
-      medians.push_back(stats::Quantile(r.durations_ms, 0.5));
+      if (static_cast<int64_t>(r.own_ms.size()) < min_steps_) continue;
+      active.push_back(
+          {&r, &key, stats::Quantile(r.own_ms, 0.5), stats::Quantile(r.durations_ms, 0.5),
+           stats::Quantile(r.step_collective_ms, 0.5), stats::Quantile(r.gap_ms, 0.5)});
+      owns.push_back(active.back().own);
     }
     if (active.size() < 2) return;
-    const double typical = stats::Quantile(medians, 0.5);
+    const double typical = stats::Quantile(owns, 0.5);
     if (typical <= 0) return;
     for (size_t i = 0; i < active.size(); ++i) {
-      const double ratio = medians[i] / typical;
+      const Active& a = active[i];
+      const double ratio = a.own / typical;
       const bool violating = ratio > threshold_;
       if (violating) ++result().violations;
-      if (!active[i].first->episode.Update(violating)) continue;
-      const RankKey& key = *active[i].second;
+      if (!a.rank->episode.Update(violating)) continue;
+      double others_coll = 0;
+      for (size_t j = 0; j < active.size(); ++j) {
+        if (j != i) others_coll = std::max(others_coll, active[j].coll);
+      }
+      const bool waits_least = a.coll <= others_coll;
+      const RankKey& key = *a.key;
       Emit(MakeFinding(
           Severity::kWarning, key.first, WhoDevice(key.second, 0), start, end,
-          Capitalized(Who(key.second, 0)) + " on " + key.first +
-              " is a straggler: median "
-              "step " +
-              Fixed(medians[i]) + " ms, " + Fixed(ratio, 2) + "x the median of the " +
-              std::to_string(active.size()) + " ranks (" + Fixed(typical) + " ms)",
+          Capitalized(Who(key.second, 0)) + " on " + key.first + " is a straggler: median " +
+              Fixed(a.own) +
+              " ms per step of its own (compute, data and gaps between steps; step " +
+              Fixed(a.step) + " ms, gap " + Fixed(a.gap) + " ms, collectives " + Fixed(a.coll) +
+              " ms), " + Fixed(ratio, 2) + "x the median of the " + std::to_string(active.size()) +
+              " ranks (" + Fixed(typical) + " ms)" +
+              (others_coll > 0 && waits_least
+                   ? "; it waits least in collectives while other ranks wait up to " +
+                         Fixed(others_coll) + " ms per step for it"
+                   : std::string()),
           "One rank is slower than the others and, in synchronous training, holds all of them "
-          "back. Check that rank's GPU (clocks, temperature, throttling, other processes), its "
-          "data shard (size, sequence lengths) and its host (CPU contention, slower disk).",
-          {{"rank_median_step_ms", Round(medians[i], 3)},
-           {"median_of_ranks_ms", Round(typical, 3)},
+          "back (they wait for it in their collectives). Check that rank's time between steps "
+          "(logging, checkpoints, host synchronisation on that rank only), its GPU (clocks, "
+          "temperature, throttling, other processes), its data shard (size, sequence lengths) "
+          "and its host (CPU contention, slower disk).",
+          {{"rank_median_own_ms", Round(a.own, 3)},
+           {"median_of_ranks_own_ms", Round(typical, 3)},
            {"ratio", Round(ratio, 4)},
+           {"rank_median_step_ms", Round(a.step, 3)},
+           {"rank_median_collective_ms", Round(a.coll, 3)},
+           {"rank_median_gap_ms", Round(a.gap, 3)},
+           {"others_max_median_collective_ms", Round(others_coll, 3)},
            {"ranks_compared", active.size()},
-           {"steps_in_window", active[i].first->durations_ms.size()},
+           {"steps_in_window", a.rank->own_ms.size()},
            {"threshold_ratio", threshold_}}));
     }
   }
@@ -746,12 +797,14 @@ void AddOwnRules(std::vector<BuiltinRule>* out) {
                   FactoryOf<CpuThrottlingRule>()});
   out->push_back(
       {{"StragglerRank",
-        "Per data-time window: a rank whose median step time exceeds `threshold_ratio` times "
-        "the median over all ranks.",
+        "Per data-time window: a rank whose median own time per step (step + gap before it - "
+        "collectives: what the other ranks wait for) exceeds `threshold_ratio` times the "
+        "median over all ranks.",
         false,
-        {P("threshold_ratio", 1.15, "rank median / median of ranks"),
+        {P("threshold_ratio", 1.15, "rank median own time / median of ranks"),
          P("window_s", 60, "seconds per window"),
-         P("min_steps", 5, "steps a rank needs in a window to be compared")}},
+         P("min_steps", 5, "steps a rank needs in a window to be compared"),
+         P("max_gap_s", 10, "longer gaps between steps are pauses (LongPauses), not counted")}},
        FactoryOf<StragglerRankRule>()});
   out->push_back(
       {{"CommunicationBound",

@@ -208,6 +208,41 @@ TEST(StragglerRankTest, NamesTheSlowRank) {
   EXPECT_NEAR(Evidence(r.findings[0])["ratio"].get<double>(), 1.5, 0.05);
 }
 
+// A planted 2-rank DDP job, 300 ms per step for both ranks. Rank 1 loses 100 ms between its
+// steps (outside any step span): its step is 5 ms data + 60 ms forward + 115 ms backward (the
+// last 20 ms of it in all_reduce) + 20 ms optimizer = 200 ms, then 100 ms of gap. Rank 0 gets
+// to all_reduce at 160 ms into its step and waits there until rank 1 arrives (260 ms + the 20 ms
+// transfer): a 120 ms all_reduce, a 300 ms step, no gap. Rank 0's steps are the longer ones,
+// yet rank 1 is the cause: outside collectives rank 1 spends 200 - 20 + 100 = 280 ms per step,
+// rank 0 300 - 120 = 180 ms; the median of the two is 230 ms, so rank 1 is 280 / 230 =
+// 1.2174x (> 1.15) and rank 0 0.78x.
+TEST(StragglerRankTest, BlamesTheRankOthersWaitFor) {
+  Scenario s("ddp_straggler");
+  int64_t t = kStart;
+  for (int64_t step = 0; t < kStart + 300 * kSec; ++step) {
+    s.Step("n0", 0, step, t, 5 * kMs, 60 * kMs, 215 * kMs, 20 * kMs);
+    s.Span("n0", "collective", "all_reduce", t + 160 * kMs, 120 * kMs, 0, 1000);
+    s.Step("n0", 1, step, t + 100 * kMs, 5 * kMs, 60 * kMs, 115 * kMs, 20 * kMs);
+    s.Span("n0", "collective", "all_reduce", t + 260 * kMs, 20 * kMs, 1, 1001);
+    t += 300 * kMs;
+  }
+  RuleResult r = EvaluateOne(s.Finish(), "StragglerRank");
+  EXPECT_GT(r.datapoints, 1000);
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  EXPECT_EQ(f.device, "rank1");
+  nlohmann::json e = Evidence(f);
+  EXPECT_NEAR(e["ratio"].get<double>(), 280.0 / 230.0, 1e-4);
+  EXPECT_NEAR(e["rank_median_own_ms"].get<double>(), 280.0, 1e-6);
+  EXPECT_NEAR(e["median_of_ranks_own_ms"].get<double>(), 230.0, 1e-6);
+  EXPECT_NEAR(e["rank_median_step_ms"].get<double>(), 200.0, 1e-6);
+  EXPECT_NEAR(e["rank_median_collective_ms"].get<double>(), 20.0, 1e-6);
+  EXPECT_NEAR(e["rank_median_gap_ms"].get<double>(), 100.0, 1e-6);
+  EXPECT_NEAR(e["others_max_median_collective_ms"].get<double>(), 120.0, 1e-6);
+  EXPECT_NE(f.message.find("Rank 1"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("waits least in collectives"), std::string::npos) << f.message;
+}
+
 TEST(StragglerRankTest, SilentWhenRanksKeepPace) {
   Scenario s("in_step");
   for (int64_t rank = 0; rank < 4; ++rank) {
