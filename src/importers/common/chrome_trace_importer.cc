@@ -119,11 +119,12 @@ class ChromeSink : public TraceSink {
     model::Event ev;
     ev.start_ns = ts;
     ev.name.assign(e.name);
-    ev.pid = kineto::ParseTrackId(e.pid);
+    const int64_t track = kineto::ParseTrackId(e.pid);
+    ev.pid = o_.pid != model::kMissing ? o_.pid : track;
     ev.tid = kineto::ParseTrackId(e.tid);
     ev.rank = o_.rank;
     std::string process;
-    auto it = process_names_.find(ev.pid);
+    auto it = process_names_.find(track);
     if (it != process_names_.end()) process = it->second;
     switch (o_.flavor) {
       case ChromeFlavor::kHorovod:

@@ -28,6 +28,9 @@ struct ChromeImportOptions {
   // Added to ts (µs) when the file carries no start_time_since_epoch_in_micros.
   std::optional<int64_t> base_time_ns;
   int64_t rank = INT64_MIN;  // model::kMissing
+  // The events' pid when the file name tells the process (smdebug's "<pid>-<host>"); the
+  // trace's own pid (a track number there) is used when INT64_MIN.
+  int64_t pid = INT64_MIN;
   bool allow_unterminated = true;
 };
 

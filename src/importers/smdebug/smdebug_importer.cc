@@ -1,9 +1,12 @@
 #include "importers/smdebug/smdebug_importer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "base/files.h"
 #include "base/json_dump.h"
@@ -12,6 +15,7 @@
 #include "importers/common/import_counters.h"
 #include "importers/common/json_text.h"
 #include "importers/common/run_builder.h"
+#include "importers/smdebug/python_stats_reader.h"
 #include "model/data_quality.h"
 #include "model/event.h"
 
@@ -25,7 +29,11 @@ std::string Snake(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (c >= 'A' && c <= 'Z') {
-      if (i > 0 && !out.empty() && out.back() != '_' && !(s[i - 1] >= 'A' && s[i - 1] <= 'Z')) {
+      // A new word: after a lower-case letter or digit, or the last capital of an acronym
+      // ("GPUPower" -> gpu_power).
+      const bool prev_upper = i > 0 && s[i - 1] >= 'A' && s[i - 1] <= 'Z';
+      const bool next_lower = i + 1 < s.size() && s[i + 1] >= 'a' && s[i + 1] <= 'z';
+      if (i > 0 && !out.empty() && out.back() != '_' && (!prev_upper || next_lower)) {
         out.push_back('_');
       }
       out.push_back(static_cast<char>(c - 'A' + 'a'));
@@ -54,6 +62,10 @@ std::string BaseName(const std::string& p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
+// As many rows as trainprof's own --python-profile keeps (python/trainprof/_detail.py).
+constexpr size_t kMaxPythonFunctions = 500;
+constexpr uintmax_t kMaxPythonStatsBytes = 256u << 20;
+
 model::NodeInfo Node(const std::string& name) {
   model::NodeInfo n;
   n.node = name;
@@ -62,14 +74,105 @@ model::NodeInfo Node(const std::string& name) {
 
 }  // namespace
 
-MetricMapping MapSystemMetric(const std::string& type, const std::string& dimension) {
-  (void)type;
-  if (dimension == "CPUUtilization") return {"cpu_utilization_ratio", 0.01};
-  if (dimension == "I/OWaitPercentage") return {"cpu_iowait_ratio", 0.01};
-  if (dimension == "GPUUtilization") return {"gpu_utilization_ratio", 0.01};
-  if (dimension == "GPUMemoryUtilization") return {"gpu_memory_used_ratio", 0.01};  // in use
-  if (dimension == "MemoryUsedPercent") return {"memory_used_ratio", 0.01};
-  return {"smdebug_" + Snake(dimension), 1.0};
+MetricMapping MapSystemMetric(const std::string& type, const std::string& dimension,
+                              const std::string& name) {
+  // CPU and GPU lines: Name = the device (cpuN, gpuN), Dimension = the quantity, percent.
+  if (dimension == "CPUUtilization") return {"cpu_utilization_ratio", name, true};
+  if (dimension == "I/OWaitPercentage") return {"cpu_iowait_ratio", name, true};
+  if (dimension == "GPUUtilization") return {"gpu_utilization_ratio", name, true};
+  // Memory in use (docs/metrics.md: what SageMaker's GPUMemoryIncrease and BatchSize read).
+  if (dimension == "GPUMemoryUtilization") return {"gpu_memory_used_ratio", name, true};
+  // Memory, I/O and network lines: Name = the quantity; Dimension empty, or for the network
+  // whose traffic it is ("Algorithm": the training container's, "Platform": SageMaker's own,
+  // e.g. File-mode data download).
+  if (name == "MemoryUsedPercent" || dimension == "MemoryUsedPercent") {
+    return {"memory_utilization_ratio", "", true};
+  }
+  if (type == "i/o" || type == "io") {
+    if (name == "IOPS") return {"disk_operations_per_second", "total", false};
+    if (name == "ReadThroughputInBytesPerSecond") {
+      return {"disk_read_bytes_per_second", "total", false};
+    }
+    if (name == "WriteThroughputInBytesPerSecond") {
+      return {"disk_write_bytes_per_second", "total", false};
+    }
+  }
+  if (type == "network" && (name == "ReceiveBytesPerSecond" || name == "TransmitBytesPerSecond")) {
+    std::string device = dimension.empty() ? std::string("total") : Snake(dimension);
+    return {
+        name[0] == 'R' ? "network_receive_bytes_per_second" : "network_transmit_bytes_per_second",
+        device, false};
+  }
+  // Nothing we know: keep it, under a name that says where it came from.
+  std::string metric = "smdebug";
+  for (const std::string& part : {Snake(type), Snake(dimension.empty() ? name : dimension)}) {
+    if (!part.empty()) metric += "_" + part;
+  }
+  if (metric == "smdebug") metric = "smdebug_unknown";
+  return {metric, dimension.empty() ? std::string() : name, false};
+}
+
+NodeIdParts SplitNodeId(const std::string& node_id) {
+  static const std::regex smdebug_re(R"(^(\d{1,9})-(.+)$)");
+  static const std::regex export_re(R"(^(algo-\d+)-(\d{1,9})$)");
+  std::smatch m;
+  NodeIdParts out;
+  if (std::regex_match(node_id, m, export_re)) {
+    out.host = m[1].str();
+    out.number = std::stoll(m[2].str());
+    out.number_is_rank = true;
+  } else if (std::regex_match(node_id, m, smdebug_re)) {
+    out.host = m[2].str();
+    out.number = std::stoll(m[1].str());
+  } else {
+    out.host = node_id;
+  }
+  return out;
+}
+
+bool PercentTextToRatio(std::string_view text, double* ratio) {
+  // Rewrite "[-]I.FeX" as "[-]IFe(X-len(F)-2)" and let strtod round it once, correctly.
+  if (text.empty() || text.size() > 64) return false;
+  std::string digits;
+  size_t i = 0;
+  bool negative = false;
+  if (text[i] == '-') {
+    negative = true;
+    ++i;
+  }
+  int64_t frac = 0;
+  bool dot = false, any = false;
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c >= '0' && c <= '9') {
+      any = true;
+      if (!(digits.empty() && c == '0')) digits.push_back(c);
+      if (dot) ++frac;
+    } else if (c == '.' && !dot) {
+      dot = true;
+    } else {
+      break;
+    }
+  }
+  if (!any) return false;
+  int64_t exponent = 0;
+  if (i < text.size()) {
+    if (text[i] != 'e' && text[i] != 'E') return false;
+    std::string_view x = text.substr(i + 1);
+    if (!x.empty() && x[0] == '+') x.remove_prefix(1);
+    if (!json::ParseInt64(x, &exponent) || exponent < -400 || exponent > 400) return false;
+  }
+  if (digits.empty()) {
+    *ratio = negative ? -0.0 : 0.0;
+    return true;
+  }
+  std::string normalized =
+      (negative ? "-" : "") + digits + "e" + std::to_string(exponent - frac - 2);
+  char* end = nullptr;
+  double v = std::strtod(normalized.c_str(), &end);
+  if (end != normalized.c_str() + normalized.size() || !std::isfinite(v)) return false;
+  *ratio = v;
+  return true;
 }
 
 StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options) {
@@ -88,6 +191,46 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
       R"(^(\d+)_(.+)_(pythontimeline|model_timeline|horovod_timeline)\.json$)");
   const std::regex metadata_re(R"(^(.+)_(\d+)_(\d+)\.metadata$)");
   const std::regex cprofile_re(R"(^([0-9.]+)_([0-9.]+)_(.+)_(-?\d+)$)");
+
+  // Framework node ids, first for all files: the numbers in "<n>-<host>" are ranks when the
+  // job's numbers are exactly 0..N-1 (smdebug writes the rank in distributed jobs), process ids
+  // otherwise (it writes os.getpid(); 0 is never one).
+  auto framework_node_id = [&](const std::string& path) -> std::string {
+    std::string base = BaseName(path);
+    std::smatch mm;
+    if (std::regex_search(base, mm, pevents_re)) {
+      // smdebug's own reader: the second "_" field (its node ids have no "_").
+      std::string middle = mm[2].str();
+      return middle.substr(0, middle.find('_'));
+    }
+    if (base == "python_stats") {
+      std::string leaf = BaseName(path.substr(0, path.size() - base.size() - 1));
+      if (std::regex_search(leaf, mm, cprofile_re)) return mm[3].str();
+    }
+    if (std::regex_search(base, mm, metadata_re)) return mm[1].str();
+    return {};
+  };
+  std::set<int64_t> numbers;
+  for (const std::string& path : files) {
+    NodeIdParts parts = SplitNodeId(framework_node_id(path));
+    if (parts.number >= 0 && !parts.number_is_rank) numbers.insert(parts.number);
+  }
+  const bool numbers_are_ranks = !numbers.empty() && *numbers.begin() == 0 &&
+                                 *numbers.rbegin() == static_cast<int64_t>(numbers.size()) - 1;
+  struct Placement {
+    std::string node;
+    int64_t pid = model::kMissing;
+    int64_t rank = model::kMissing;
+  };
+  auto place = [&](const std::string& node_id) {
+    NodeIdParts parts = SplitNodeId(node_id);
+    Placement p;
+    p.node = parts.host;
+    if (parts.number >= 0) {
+      (parts.number_is_rank || numbers_are_ranks ? p.rank : p.pid) = parts.number;
+    }
+    return p;
+  };
 
   for (const std::string& path : files) {
     std::string base = BaseName(path);
@@ -146,21 +289,25 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
         }
         std::string type = j.value("Type", std::string());
         std::string dim = j["Dimension"].get<std::string>();
-        std::string device = j.contains("Name") && j["Name"].is_string()
-                                 ? j["Name"].get<std::string>()
-                                 : std::string();
-        MetricMapping map = MapSystemMetric(type, dim);
-        // Seconds as decimal text into exact ns (a double loses the µs digits here).
+        std::string name = j.contains("Name") && j["Name"].is_string()
+                               ? j["Name"].get<std::string>()
+                               : std::string();
+        MetricMapping map = MapSystemMetric(type, dim, name);
+        // Seconds as decimal text into exact ns (a double loses the µs digits here), and the
+        // value's text for an exact percent -> ratio.
         int64_t ts_ns = 0;
+        std::string_view value_text;
         {
           json::ObjectReader r(line);
           std::string_view k, v;
           while (r.Next(&k, &v)) {
             if (k == "Timestamp") json::ParseScaledDecimal(v, 9, &ts_ns);
+            if (k == "Value") value_text = v;
           }
         }
-        wit->second->Append(wit->second->Series(map.metric, device), ts_ns,
-                            j["Value"].get<double>() * map.scale);
+        double value = j["Value"].get<double>();
+        if (map.percent && !PercentTextToRatio(value_text, &value)) value /= 100;
+        wit->second->Append(wit->second->Series(map.metric, map.device), ts_ns, value);
         builder->NoteTime(ts_ns, ts_ns);
         ++result.system_samples;
         ++result.samples_by_type[type];
@@ -173,11 +320,13 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
       continue;
     }
     if (std::regex_search(base, m, pevents_re)) {
-      std::string node = m[2].str();
+      Placement at = place(framework_node_id(path));
       ChromeImportOptions o;
       o.flavor = m[3].str() == "horovod_timeline" ? ChromeFlavor::kHorovod
                                                   : ChromeFlavor::kSmdebugFramework;
-      TP_ASSIGN_OR_RETURN(auto* w, builder->Node(Node(node)));
+      o.pid = at.pid;
+      o.rank = at.rank;
+      TP_ASSIGN_OR_RETURN(auto* w, builder->Node(Node(at.node)));
       auto s = ImportChromeTrace(path, o, w);
       if (!s.ok()) {
         result.skipped.push_back(s.status().message());
@@ -204,7 +353,10 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
           if (std::regex_search(f, mm, metadata_re)) {
             int64_t us;
             if (json::ParseInt64(mm[2].str(), &us)) o.base_time_ns = us * 1000;
-            node = mm[1].str();
+            Placement at = place(mm[1].str());
+            node = at.node;
+            o.pid = at.pid;
+            o.rank = at.rank;
           }
         }
       }
@@ -234,20 +386,74 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
         result.skipped.push_back(path + ": bad start/end in its directory name");
         continue;
       }
-      // The pstats marshal dump itself is kept by reference (path, size): function-level
-      // statistics are not decoded yet (docs/importers.md).
+      Placement at = place(mm[3].str());
+      int64_t step;
+      if (!json::ParseInt64(mm[4].str(), &step) || step < 0) step = model::kMissing;
+      TP_ASSIGN_OR_RETURN(auto* w, builder->Node(Node(at.node)));
+      // The dump's per-function statistics, stored as trainprof's own --python-profile stores
+      // them (python/trainprof/_detail.py store_pstats): the top functions by cumulative time.
+      std::vector<PythonFunctionStats> functions;
+      std::error_code size_ec;
+      const auto bytes = fs::file_size(path, size_ec);
+      if (size_ec || bytes > kMaxPythonStatsBytes) {
+        result.skipped.push_back(path + ": " +
+                                 (size_ec ? size_ec.message() : "larger than 256 MiB") +
+                                 " (function statistics not decoded)");
+      } else {
+        auto text = ReadFileToString(path);
+        auto decoded = text.ok() ? DecodePythonStats(*text)
+                                 : StatusOr<std::vector<PythonFunctionStats>>(text.status());
+        if (decoded.ok()) {
+          functions = std::move(decoded).value();
+        } else {
+          result.skipped.push_back(path + ": " + decoded.status().message() +
+                                   " (function statistics not decoded)");
+        }
+      }
+      std::stable_sort(functions.begin(), functions.end(),
+                       [](const PythonFunctionStats& a, const PythonFunctionStats& b) {
+                         return a.cumulative_s > b.cumulative_s;
+                       });
+      if (functions.size() > kMaxPythonFunctions) functions.resize(kMaxPythonFunctions);
       model::Event ev;
       ev.start_ns = start_ns;
       ev.duration_ns = end_ns - start_ns;
       ev.name = "cProfile";
       ev.category = "python_profile";
-      int64_t step;
-      if (json::ParseInt64(mm[4].str(), &step) && step >= 0) ev.step = step;
-      auto bytes = fs::file_size(path);
-      nlohmann::json args = {{"python_stats", path}, {"bytes", bytes}};
+      ev.step = step;
+      ev.pid = at.pid;
+      ev.rank = at.rank;
+      nlohmann::json args = {{"python_stats", path},
+                             {"bytes", size_ec ? 0 : static_cast<int64_t>(bytes)},
+                             {"functions", functions.size()}};
       ev.args = DumpJson(args);
-      TP_ASSIGN_OR_RETURN(auto* w, builder->Node(Node(mm[3].str())));
       w->AppendEvent(std::move(ev));
+      const std::string steps = step == model::kMissing
+                                    ? std::string()
+                                    : std::to_string(step) + "-" + std::to_string(step);
+      for (const PythonFunctionStats& f : functions) {
+        model::Event fe;
+        fe.kind = model::EventKind::kInstant;
+        fe.start_ns = end_ns;
+        fe.name = f.function + " (" + f.file + ":" + std::to_string(f.line) + ")";
+        fe.category = "python_function";
+        fe.step = step;
+        fe.pid = at.pid;
+        fe.rank = at.rank;
+        nlohmann::json fa = {{"function", f.function},
+                             {"file", f.file},
+                             {"line", f.line},
+                             {"calls", f.calls},
+                             {"primitive_calls", f.primitive_calls},
+                             // int(seconds * 1e9), as the Python side computes it
+                             {"total_ns", static_cast<int64_t>(f.total_s * 1e9)},
+                             {"cumulative_ns", static_cast<int64_t>(f.cumulative_s * 1e9)},
+                             {"callers", f.callers}};
+        if (!steps.empty()) fa["steps"] = steps;
+        fe.args = DumpJson(fa);
+        w->AppendEvent(std::move(fe));
+        ++result.python_functions;
+      }
       builder->NoteTime(start_ns, end_ns);
       ++result.python_stats_files;
       continue;
