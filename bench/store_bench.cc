@@ -148,8 +148,11 @@ int64_t FileBytes(const std::string& path) {
 }
 
 double Median(std::vector<double> v) {
+  // The middle value, or the mean of the two middle ones: as bench/lib/results.py takes it.
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace

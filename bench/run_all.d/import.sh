@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 R="python3 bench/lib/results.py"
 EVENTS=${IMPORT_BENCH_EVENTS:-500000}
 PAIRS=3 REPEAT=3 REAL_REPEAT=5
-[[ ${BENCH_QUICK:-0} == 1 ]] && PAIRS=1 REPEAT=2 REAL_REPEAT=2
+[[ ${BENCH_QUICK:-0} == 1 ]] && PAIRS=1 REPEAT=3 REAL_REPEAT=3
 HTA=yes
 if [[ ! -x .venv-bench/bin/python ]]; then
   HTA="no .venv-bench"
