@@ -34,6 +34,12 @@ if ! "$PY" -c "import scikit_build_core, pybind11, pytest, pandas, numpy, torch,
   "$PY" -m pip install -q --upgrade pip
   "$PY" -m pip install -q -r scripts/requirements-dev.txt
 fi
+# smdebug, the oracle of the SageMaker differential tests, without its dependencies (see
+# scripts/requirements-dev.txt).
+if ! "$PY" -c "import boto3, smdebug.profiler" 2>/dev/null; then
+  "$PY" -m pip install -q boto3==1.44.8
+  "$PY" -m pip install -q --no-deps smdebug==1.0.34
+fi
 
 # 3. Build and install trainprof (C++ core, CLI, Python extension, C++ tests) in one build.
 log "building trainprof"
