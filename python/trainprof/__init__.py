@@ -8,6 +8,12 @@ Reading runs::
     run.steps().to_pandas()
     run.findings()
 
+The command line's work, from a notebook (the same content as ``--json``)::
+
+    run = trainprof.import_kineto("trace.json.gz", out="runs/t")
+    trainprof.analyze(run); run.rules(); run.cost(instance_type="ml.p4d.24xlarge")
+    run.report("report.html")
+
 Recording (see docs/instrumentation.md)::
 
     trainprof.start(out="trainprof-runs/my-run")
@@ -33,6 +39,16 @@ _LAZY = {
     "StepTable": "trainprof._reader",
     "list_runs": "trainprof._reader",
     "open": "trainprof._reader",
+    "analyze": "trainprof._api",
+    "cost": "trainprof._api",
+    "import_horovod": "trainprof._api",
+    "import_kineto": "trainprof._api",
+    "import_smdebug": "trainprof._api",
+    "instances": "trainprof._api",
+    "report": "trainprof._api",
+    "rules": "trainprof._api",
+    "run_cli": "trainprof._api",
+    "metric_catalog": "trainprof._core",
 }
 
 
@@ -68,4 +84,14 @@ __all__ = [
     "stop",
     "list_runs",
     "open",
+    "analyze",
+    "cost",
+    "import_horovod",
+    "import_kineto",
+    "import_smdebug",
+    "instances",
+    "metric_catalog",
+    "report",
+    "rules",
+    "run_cli",
 ]

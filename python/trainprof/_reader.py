@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -18,18 +18,70 @@ from trainprof import _core
 
 MISSING = _core.MISSING
 
-TimeLike = int | float | datetime | None
+TimeLike = int | float | str | datetime | np.datetime64 | None
 
 
 def _to_ns(t: TimeLike) -> int | None:
-    """Accepts ns since the epoch (int), seconds (float) or a datetime."""
+    """A time as ns since the Unix epoch. Accepts ns (int), seconds (float), an ISO 8601
+    string ("2026-12-02T06:30:00Z", "2026-12-02 06:30:00.5+01:00"), a datetime, a pandas
+    Timestamp or a numpy datetime64. Times without a zone are UTC."""
     if t is None:
         return None
+    if isinstance(t, bool):
+        raise TypeError(f"not a time: {t!r}")
+    value = getattr(t, "value", None)  # pandas Timestamp: exact ns
+    if isinstance(value, int) and hasattr(t, "tz_localize"):
+        return value if t.tzinfo is None else int(t.tz_convert("UTC").value)
+    if isinstance(t, str):
+        text = t.strip()
+        try:
+            t = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            raise ValueError(f"not an ISO 8601 time: {text!r} (e.g. 2026-12-02T06:30:00Z)") from None
+    if isinstance(t, np.datetime64):
+        return int(t.astype("datetime64[ns]").astype(np.int64))
     if isinstance(t, datetime):
-        return int(t.timestamp() * 1e9)
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=timezone.utc)
+        delta = t - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if isinstance(t, float):
         return int(t * 1e9)
-    return int(t)
+    if isinstance(t, (int, np.integer)):
+        return int(t)
+    raise TypeError(f"not a time: {t!r} (ns since the epoch, seconds as float, ISO text, "
+                    "datetime, pandas Timestamp or numpy datetime64)")
+
+
+# Event categories trainprof itself writes or imports: asking for one the run happens not to have
+# (no GPU kernels in a CPU run) gives an empty table; any other name is checked against the run.
+KNOWN_CATEGORIES = frozenset({
+    "step", "data_wait", "forward", "backward", "optimizer", "collective", "dataloader",
+    "dataloader_init", "phase", "mark", "gpu_step", "compile", "python_function", "cpu_op",
+    "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "user_annotation",
+    "gpu_user_annotation", "cpu_instant_event", "python_function", "ac2g", "tf_op", "tf_device",
+    "overhead", "Trace", "fwdbwd", "cuda_sync", "horovod", "smdebug"})
+
+
+def _known_metrics() -> frozenset:
+    return frozenset(m["name"] for m in _core.metric_catalog())
+
+
+def _check_names(kind: str, asked: list | None, known: Iterable) -> None:
+    """Raises KeyError for a name the run does not have, suggesting the closest known one:
+    a wrong name is an error, not an empty table."""
+    if not asked:
+        return
+    known = sorted({str(k) for k in known})
+    for name in asked:
+        if str(name) in known:
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
+        raise KeyError(f"unknown {kind} {name!r}{hint} (this run has: {shown or 'none'})")
 
 
 def _list(x: str | Iterable | None) -> list | None:
@@ -77,9 +129,21 @@ class _Table:
         """All columns as NumPy arrays; missing integers become NaN (float)."""
         return {name: self.column(name) for name in self._order}
 
-    def to_pandas(self):
+    def to_pandas(self, datetimes: bool = False):
         """A pandas DataFrame: Categorical string columns, nullable Int64 where values can be
-        missing, without per-value Python work."""
+        missing, without per-value Python work. With `datetimes`, the time columns
+        (timestamp_ns, start_ns) become datetime64[ns, UTC] (named without "_ns")."""
+        df = self._to_pandas()
+        if datetimes:
+            import pandas as pd
+
+            for name in ("timestamp_ns", "start_ns"):
+                if name in df.columns:
+                    df.insert(df.columns.get_loc(name), name[:-3],
+                              pd.to_datetime(df.pop(name).to_numpy("int64"), unit="ns", utc=True))
+        return df
+
+    def _to_pandas(self):
         import pandas as pd
 
         data = {}
@@ -119,8 +183,8 @@ class EventTable(_Table):
               "duration_ns", "kind", "args")
     _nullable = ("rank", "pid", "tid", "step")
 
-    def to_pandas(self):
-        df = super().to_pandas()
+    def _to_pandas(self):
+        df = super()._to_pandas()
         df["kind"] = df["kind"].map({0: "span", 1: "instant"}).astype("category")
         return df
 
@@ -203,18 +267,46 @@ class Run:
                        metrics: str | Sequence[str] | None = None,
                        nodes: str | Sequence[str] | None = None,
                        devices: str | Sequence[str] | None = None) -> MetricTable:
-        """Samples with start <= timestamp < end, optionally filtered."""
-        return MetricTable(self._run.system_metrics(_to_ns(start), _to_ns(end), _list(metrics),
-                                                    _list(nodes), _list(devices)))
+        """Samples with start <= timestamp < end, optionally filtered. Times: see _to_ns (ns,
+        seconds, ISO text, datetime, pandas Timestamp). A metric, node or device the run does
+        not have raises KeyError naming the closest one."""
+        metrics, nodes, devices = _list(metrics), _list(nodes), _list(devices)
+        table = MetricTable(self._run.system_metrics(_to_ns(start), _to_ns(end), metrics, nodes,
+                                                     devices))
+        if len(table) == 0 and (metrics or nodes or devices):
+            # Only an empty answer pays for the check. A catalogued metric this run lacks (no
+            # GPU) is an empty table; a name neither catalogued nor stored is an error.
+            series = self._run.series()
+            _check_names("metric", [m for m in metrics or [] if m not in _known_metrics()],
+                         (x["metric"] for x in series))
+            _check_names("node", nodes, self._run.nodes())
+            stored = [x["device"] for x in series if not metrics or x["metric"] in metrics]
+            if stored:
+                _check_names("device", devices, stored)
+        return table
 
     def events(self, start: TimeLike = None, end: TimeLike = None, *,
                names: str | Sequence[str] | None = None,
                categories: str | Sequence[str] | None = None,
                ranks: int | Sequence[int] | None = None,
                nodes: str | Sequence[str] | None = None) -> EventTable:
-        """Events overlapping [start, end), optionally filtered (smdebug: get_events)."""
-        return EventTable(self._run.events(_to_ns(start), _to_ns(end), _list(names),
-                                           _list(categories), _list(ranks), _list(nodes)))
+        """Events overlapping [start, end), optionally filtered (smdebug: get_events). A node,
+        rank or category the run does not have raises KeyError naming the closest one (names
+        are free: an event name that never occurred gives an empty table)."""
+        names, categories, ranks, nodes = _list(names), _list(categories), _list(ranks), _list(nodes)
+        table = EventTable(self._run.events(_to_ns(start), _to_ns(end), names, categories, ranks,
+                                            nodes))
+        if len(table) == 0 and (categories or ranks or nodes):
+            # Only an empty answer pays for the check: which categories and ranks exist at all.
+            _check_names("node", nodes, self._run.nodes())
+            everything = EventTable(self._run.events(None, None, None, None, None, nodes))
+            _check_names("category", [c for c in categories or [] if c not in KNOWN_CATEGORIES],
+                         everything.column("category"))
+            if ranks:
+                have = everything.column("rank")
+                _check_names("rank", [str(r) for r in ranks],
+                             (str(int(r)) for r in set(have[~np.isnan(have)].tolist())))
+        return table
 
     def new_system_metrics(self) -> MetricTable:
         """Samples written since the previous call, each once (incremental tail of a live
@@ -227,9 +319,52 @@ class Run:
         return EventTable(table)
 
     def steps(self) -> StepTable:
+        """One row per step (node, rank, pid, step, mode, start and duration, and its data-wait,
+        forward, backward and optimizer parts; a part not measured is missing, not 0)."""
         return StepTable(self._run.steps())
 
+    # The command line's analyses of this run, in this process (trainprof._api): the same
+    # content as `trainprof <command> RUN --json`.
+
+    def rules(self, **options) -> dict:
+        """The profiler rules on this run: {"rules": [...]} as `trainprof rules RUN --json`.
+        Options: config, rule (overrides), custom (Python rule files), store."""
+        from trainprof import _api
+
+        return _api.rules(self, **options)
+
+    def rules_frame(self, **options):
+        """The rules' findings as a DataFrame, one row per finding with its rule's name."""
+        import pandas as pd
+
+        rows = [dict(f, rule=r["name"]) for r in self.rules(**options)["rules"]
+                for f in r.get("findings", [])]
+        return pd.DataFrame(rows, columns=["rule", "severity", "node", "device", "start_ns",
+                                           "end_ns", "message", "recommendation", "evidence"])
+
+    def cost(self, **options) -> dict:
+        """What this run cost, as `trainprof cost RUN --json`. Options: instance_type,
+        instances, spot, price_usd_per_hour, discount_pct, catalog, volume_gb, ..."""
+        from trainprof import _api
+
+        return _api.cost(self, **options)
+
+    def analyze(self, **options) -> dict:
+        """Trace analyses per rank, as `trainprof analyze RUN --json`. Options: hta_compat,
+        diff (a baseline run), top, kernel_wait_threshold_us."""
+        from trainprof import _api
+
+        return _api.analyze(self, **options)
+
+    def report(self, path=None, **options) -> dict:
+        """Writes the HTML report (default <run>/report.html) and its JSON; `pdf=PATH` too.
+        Returns the paths written."""
+        from trainprof import _api
+
+        return _api.report(self, path, **options)
+
     def findings(self) -> list[Finding]:
+        """The findings stored in the run (live rules, `rules --store`)."""
         out = []
         for f in self._run.findings():
             evidence = json.loads(f.pop("evidence_json") or "{}")

@@ -8,12 +8,16 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/cli.h"
+#include "collect/metric_catalog.h"
 #include "model/data_quality.h"
 #include "model/run_metadata.h"
 #include "store/run_directory.h"
@@ -421,6 +425,53 @@ class TrainprofError(Exception):
         return out;
       },
       py::arg("dir"));
+
+  m.def(
+      "metric_catalog",
+      [] {
+        py::list out;
+        for (const collect::MetricSpec& spec : collect::MetricCatalog()) {
+          py::dict d;
+          d["name"] = std::string(spec.name);
+          d["unit"] = std::string(spec.unit);
+          d["kind"] = std::string(collect::MetricKindName(spec.kind));
+          d["device"] = std::string(spec.device);
+          d["source"] = std::string(spec.source);
+          d["help"] = std::string(spec.help);
+          out.append(d);
+        }
+        return out;
+      },
+      "Every metric the samplers (and importers) store: name, unit, kind, device, source, help "
+      "(docs/metrics.md).");
+
+  m.def(
+      "run_cli",
+      [](std::vector<std::string> argv) {
+        // One command at a time: std::cout / std::cerr are redirected for its duration.
+        static std::mutex mu;
+        std::ostringstream out, err;
+        int code = 0;
+        {
+          py::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(mu);
+          std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
+          std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
+          try {
+            code = cli::Main(argv);
+          } catch (...) {
+            std::cout.rdbuf(old_out);
+            std::cerr.rdbuf(old_err);
+            throw;
+          }
+          std::cout.rdbuf(old_out);
+          std::cerr.rdbuf(old_err);
+        }
+        return py::make_tuple(code, py::bytes(out.str()), py::bytes(err.str()));
+      },
+      py::arg("argv"),
+      "Runs the trainprof command line in this process with its output captured; returns "
+      "(exit code, stdout bytes, stderr bytes).");
 
   m.def(
       "main",

@@ -54,7 +54,9 @@ def test_filters_and_time_window(tmp_path):
     t = run.system_metrics(T0 + 1000 * MS, T0 + 2000 * MS, metrics="gpu_utilization_ratio")
     assert len(t) == 2
     assert set(t.column("device")) == {"gpu0"}
-    assert len(run.system_metrics(devices=["nope"])) == 0
+    # a device the run does not have is an error naming the known ones, not an empty table
+    with pytest.raises(KeyError, match="unknown device 'nope'.*gpu0"):
+        run.system_metrics(devices=["nope"])
 
 
 def test_events_and_missing_values(tmp_path):
