@@ -312,6 +312,15 @@ StatusOr<std::vector<std::pair<std::string, Annotation>>> RunReader::Annotations
   return out;
 }
 
+StatusOr<std::map<std::string, std::map<std::string, std::string>>> RunReader::NodeMeta() {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  for (auto& [name, node] : nodes_) {
+    TP_ASSIGN_OR_RETURN(auto meta, node->Meta());
+    out[node->node()].merge(meta);
+  }
+  return out;
+}
+
 StatusOr<std::optional<int64_t>> RunReader::LatestTimestampNs() {
   std::optional<int64_t> latest;
   for (auto& [name, node] : nodes_) {

@@ -68,6 +68,9 @@ class RunReader {
   // Data-quality counters summed over nodes, plus corrupt chunks this reader skipped.
   StatusOr<std::map<std::string, int64_t>> Counters();
   StatusOr<std::vector<std::pair<std::string, Annotation>>> Annotations();
+  // Each node's key/value metadata (its stores' meta tables merged; importers keep the source's
+  // track names there), by node.
+  StatusOr<std::map<std::string, std::map<std::string, std::string>>> NodeMeta();
   StatusOr<std::optional<int64_t>> LatestTimestampNs();
   StatusOr<int64_t> EventCount();
 

@@ -14,5 +14,7 @@ inline constexpr const char* kUnmatchedEnds = "import_unmatched_end_events";
 inline constexpr const char* kTruncatedFiles = "import_truncated_files";
 inline constexpr const char* kRelativeTimestamps = "import_relative_timestamps";  // no base
 inline constexpr const char* kOversizedArgs = "import_oversized_args";  // > 16 MiB: not kept
+// Track names (process_name/process_labels/thread_name) beyond the per-file bound: not kept.
+inline constexpr const char* kTrackNamesDropped = "import_track_names_dropped";
 
 }  // namespace trainprof::importers::dq

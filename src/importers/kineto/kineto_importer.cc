@@ -28,6 +28,10 @@ constexpr size_t kTailBytes = 1 << 16;
 constexpr int64_t kFlushArgsBytes = 4 << 20;
 // One event's args beyond this are not stored (counted): a store chunk must stay readable.
 constexpr size_t kMaxArgsBytes = 16 << 20;
+// Node metadata entries kept per file (track names and the trace's scalar header fields), and
+// the longest track name kept: beyond, names are counted, not stored.
+constexpr size_t kMaxTrackNames = 1 << 14;
+constexpr size_t kMaxTrackNameBytes = 1024;
 
 // Finds `"baseTimeNanoseconds": N` in the last bytes of the (decompressed) file: recent Kineto
 // writes it after the events, and we need it before storing them.
@@ -210,6 +214,13 @@ class FileImporter : public TraceSink {
     if (writer_ == nullptr) return OkStatus();
     for (auto& [track, stack] : open_) {
       if (!stack.empty()) Problem(dq::kUnmatchedBegins, static_cast<int64_t>(stack.size()));
+    }
+    // The offset added to relative timestamps: `analyze --hta-compat` redoes HTA's rounding
+    // on the values the file wrote (kineto.[rankN.]base_time_ns).
+    if (base_ns_ != 0) {
+      std::string key = "kineto.";
+      if (rank_ != model::kMissing) key += "rank" + std::to_string(rank_) + ".";
+      meta_[key + "base_time_ns"] = std::to_string(base_ns_);
     }
     for (const auto& [k, v] : meta_) writer_->SetMeta(k, v);
     if (late_header_) {
@@ -480,19 +491,29 @@ class FileImporter : public TraceSink {
     return OkStatus();
   }
 
+  // Track names: what Kineto calls the processes (and, in process_labels, the device of a GPU
+  // pid: "GPU 1") and threads (a GPU stream: "stream 7 "), kept as node metadata for the
+  // Chrome-trace export. Names on tracks without a numeric id ("Spans") have no event to name.
   Status Metadata(const RawEvent& e) {
     ++summary_.metadata_events;
-    if (e.name != "process_name" && e.name != "thread_name") return OkStatus();
+    const bool thread = e.name == "thread_name";
+    const bool labels = e.name == "process_labels";
+    if (e.name != "process_name" && !thread && !labels) return OkStatus();
+    const int64_t pid = ParseTrackId(e.pid);
+    const int64_t tid = thread ? ParseTrackId(e.tid) : model::kMissing;
+    if (pid == model::kMissing || (thread && tid == model::kMissing)) return OkStatus();
     json::ObjectReader r(e.args);
     std::string_view k, v;
     while (r.Next(&k, &v)) {
-      if (k != "name") continue;
+      if (k != (labels ? "labels" : "name")) continue;
       std::string label;
-      json::DecodeString(v, &label);
-      std::string key =
-          std::string("kineto.") + std::string(e.name) + "." + std::to_string(ParseTrackId(e.pid));
-      if (e.name == "thread_name") key += "." + std::to_string(ParseTrackId(e.tid));
-      meta_[key] = label;
+      if (!json::DecodeString(v, &label) || label.size() > kMaxTrackNameBytes) continue;
+      std::string key = TrackNameKey(e.name, rank_, pid, tid);
+      if (meta_.size() >= kMaxTrackNames && meta_.count(key) == 0) {
+        Problem(dq::kTrackNamesDropped);
+        continue;
+      }
+      meta_[key] = std::move(label);
     }
     return OkStatus();
   }
@@ -559,6 +580,15 @@ class FileImporter : public TraceSink {
 };
 
 }  // namespace
+
+std::string TrackNameKey(std::string_view what, int64_t rank, int64_t pid, int64_t tid) {
+  std::string key = "kineto.";
+  if (rank != model::kMissing) key += "rank" + std::to_string(rank) + ".";
+  key += what;
+  key += "." + std::to_string(pid);
+  if (tid != model::kMissing) key += "." + std::to_string(tid);
+  return key;
+}
 
 StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   if (options.traces.empty()) return InvalidArgument("import kineto needs at least one trace");

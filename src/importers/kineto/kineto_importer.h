@@ -12,12 +12,14 @@
 // - spans (ph X) keep their category in today's Kineto names (Kernel -> kernel...); a
 //   ProfilerStep#N also yields a "step" span (mode "global", step N); flows (ac2g, async...)
 //   are instants whose args carry flow_phase and flow_id (= the correlation id); counters
-//   (ph C) and [memory] instants become metric series; deviceProperties become the node's GPUs.
+//   (ph C) and [memory] instants become metric series; deviceProperties become the node's GPUs;
+//   process_name / process_labels / thread_name become node metadata (TrackNameKey).
 // Threads: called on one thread.
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -59,6 +61,13 @@ struct KinetoImportResult {
   std::vector<std::string> nodes;
   int64_t events_stored = 0;
 };
+
+// The node metadata key under which the importer keeps a trace's track name: `what` is
+// "process_name", "process_labels" (Kineto's device label, "GPU 1") or "thread_name" (tid only
+// then): "kineto[.rank<R>].<what>.<pid>[.<tid>]" (the rank when the trace has one, so that the
+// ranks sharing a host's node keep their own names). The Chrome-trace export reads them back.
+std::string TrackNameKey(std::string_view what, int64_t rank, int64_t pid,
+                         int64_t tid = model::kMissing);
 
 // Fails on the first file that cannot be read (naming it and why); what was imported before
 // stays in the run directory.
