@@ -212,7 +212,16 @@ Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vect
   // A varint timestamp and value take at most 20 bytes; anything larger is corrupt. The buffer
   // is kept per thread: a read decodes thousands of chunks of similar size.
   thread_local std::string raw;
+  if (expected_count > kMaxMetricChunkValues) {
+    return DataLoss("metric chunk claims " + std::to_string(expected_count) +
+                    " values; a chunk holds at most " + std::to_string(kMaxMetricChunkValues));
+  }
   TP_RETURN_IF_ERROR(ZstdDecompressInto(blob, 32 + expected_count * 20, &raw));
+  // Each value takes at least 2 bytes (its timestamp and its value): check before sizing.
+  if (raw.size() < 3 + 2 * expected_count) {
+    return DataLoss("metric chunk claims " + std::to_string(expected_count) + " values in " +
+                    std::to_string(raw.size()) + " bytes");
+  }
   ByteReader r(raw);
   uint8_t version = r.Byte();
   if (version != kMetricChunkVersion) {
@@ -432,10 +441,20 @@ void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order
 
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out) {
-  // Args are unbounded text: a chunk may hold 1 MiB per event on average, or one large event
-  // (the writer closes a chunk at kMaxEventChunkArgsBytes of args), before it is called corrupt.
+  // The writer closes a chunk at kMaxEventChunkArgsBytes of args and never stores one event's
+  // args beyond kMaxEventArgsBytes; the other columns take at most 101 bytes per event.
+  if (expected_count > kMaxEventChunkEvents) {
+    return DataLoss("event chunk claims " + std::to_string(expected_count) +
+                    " events; a chunk holds at most " + std::to_string(kMaxEventChunkEvents));
+  }
   TP_ASSIGN_OR_RETURN(std::string raw,
-                      ZstdDecompress(blob, (size_t{64} << 20) + expected_count * (1u << 20)));
+                      ZstdDecompress(blob, 16 + expected_count * 101 + kMaxEventChunkArgsBytes +
+                                               kMaxEventArgsBytes));
+  // Each event takes at least 11 bytes (its kind and ten varints): check before sizing.
+  if (raw.size() < 2 + 11 * expected_count) {
+    return DataLoss("event chunk claims " + std::to_string(expected_count) + " events in " +
+                    std::to_string(raw.size()) + " bytes");
+  }
   ByteReader r(raw);
   uint8_t version = r.Byte();
   if (version != kEventChunkVersion) {

@@ -85,6 +85,16 @@ enum class ValueEncoding : uint8_t {
   kXor = 1,      // XOR with the previous value's bits (for values that are not short decimals)
 };
 
+// Bounds that make every count read from a chunk trustworthy before anything is allocated
+// (docs/store-format.md, "Limits"): the writer never exceeds them, the decoders refuse a chunk
+// that claims more, or more than its decompressed bytes could encode (a value takes at least
+// 2 bytes, an event at least 11).
+inline constexpr size_t kMaxMetricChunkValues = size_t{1} << 20;
+inline constexpr size_t kMaxEventChunkEvents = size_t{1} << 18;
+// One event's args beyond this are not stored (the writer drops them and counts
+// "dropped_event_args"), so a chunk's args stay within kMaxEventChunkArgsBytes plus this.
+inline constexpr size_t kMaxEventArgsBytes = size_t{32} << 20;
+
 // Encodes a series' samples (timestamps ascending) into one compressed blob. Lossless.
 std::string EncodeMetricChunk(std::span<const int64_t> ts_ns, std::span<const double> values,
                               int zstd_level);
@@ -108,7 +118,7 @@ struct EncodedEvent {
 };
 
 // The writer closes an event chunk once this much args text is in it (so that a chunk stays
-// within what the decoder accepts: 64 MiB plus 1 MiB per event).
+// within what the decoder accepts: 64 MiB of args plus 101 bytes per event).
 inline constexpr size_t kMaxEventChunkArgsBytes = size_t{32} << 20;
 
 // Events must be sorted by start_ns.

@@ -57,9 +57,14 @@ Status NodeStoreReader::LoadStrings() {
   strings_.assign(1, std::string());
   Status status;
   while (stmt.Step(&status)) {
-    auto id = static_cast<size_t>(stmt.Int(0));
-    if (id >= strings_.size()) strings_.resize(id + 1);
-    strings_[id] = std::string(stmt.Text(1));
+    // Ids are dense from 1 (the writer assigns them so): an id out of sequence would make us
+    // size the table by a number read from the file.
+    const int64_t id = stmt.Int(0);
+    if (id != static_cast<int64_t>(strings_.size())) {
+      return DataLoss(path_ + ": string id " + std::to_string(id) +
+                      " is out of sequence (expected " + std::to_string(strings_.size()) + ")");
+    }
+    strings_.emplace_back(stmt.Text(1));
   }
   return status;
 }
@@ -198,14 +203,22 @@ Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
     // Size the columns once from the chunk counts (index only, no blobs read): growing them
     // chunk by chunk copied every value about twice and cost a third of the read.
     {
+      // The counts come from the file: the hint is capped by what the chunks' bytes could
+      // honestly hold (kHintValuesPerByte is above what real chunks reach), so a few KiB
+      // claiming millions of values do not reserve gigabytes. Beyond it, columns just grow.
+      constexpr int64_t kHintValuesPerByte = 512;
       TP_ASSIGN_OR_RETURN(
-          auto counts, db_->Cached("SELECT SUM(count) FROM metric_chunks WHERE series_id = ? AND "
-                                   "last_ns >= ? AND first_ns < ?"));
+          auto counts,
+          db_->Cached("SELECT SUM(min(max(count, 0), " + std::to_string(kMaxMetricChunkValues) +
+                      ")), SUM(length(data)) FROM metric_chunks WHERE series_id = ? AND "
+                      "last_ns >= ? AND first_ns < ?"));
       size_t expected = 0;
       for (const Wanted& w : wanted) {
         counts->Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
         if (counts->Step(&status)) {
-          expected += static_cast<size_t>(std::max<int64_t>(0, counts->Int(0)));
+          const int64_t claimed = std::max<int64_t>(0, counts->Int(0));
+          const int64_t bytes = std::max<int64_t>(0, counts->Int(1));
+          expected += static_cast<size_t>(std::min(claimed, bytes * kHintValuesPerByte));
         }
         counts->Reset();
       }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -17,6 +18,9 @@
 #include "trainprof/version.h"
 
 namespace trainprof::store {
+
+// Data-quality counter: events whose args passed kMaxEventArgsBytes (stored without them).
+constexpr const char* kDroppedEventArgs = "dropped_event_args";
 
 struct NodeStoreWriter::Pending {
   struct Chunk {
@@ -166,7 +170,11 @@ void NodeStoreWriter::AppendEvent(const model::EventView& e) {
   c.pid.push_back(e.pid);
   c.tid.push_back(e.tid);
   c.rank.push_back(e.rank);
-  c.args.append(e.args);
+  if (e.args.size() > kMaxEventArgsBytes) {
+    ++counters_[kDroppedEventArgs];  // the event is kept, its args are not
+  } else {
+    c.args.append(e.args);
+  }
   c.args_end.push_back(c.args.size());
   buffered_event_bytes_.store(static_cast<int64_t>(c.args.size()), std::memory_order_relaxed);
 }
@@ -209,7 +217,11 @@ Status NodeStoreWriter::Flush() {
       if (buf.ts_ns.size() == buf.flushed && !seal_tails) continue;
       Pending::Chunk chunk;
       chunk.series = id;
-      if (static_cast<int64_t>(buf.ts_ns.size()) >= options_.seal_values || seal_tails) {
+      // Tails stay below kMaxMetricChunkValues; sealed runs longer than it are split when
+      // written (WriteLocked), so that every chunk is one the reader accepts.
+      const int64_t seal_at =
+          std::min(options_.seal_values, static_cast<int64_t>(kMaxMetricChunkValues));
+      if (static_cast<int64_t>(buf.ts_ns.size()) >= seal_at || seal_tails) {
         chunk.sealed = true;
         chunk.ts_ns = std::move(buf.ts_ns);
         chunk.values = std::move(buf.values);
@@ -307,16 +319,23 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
               "VALUES(?, ?, ?, ?, ?, ?)"));
       TP_ASSIGN_OR_RETURN(SqliteStmt del, db_->Prepare("DELETE FROM metric_chunks WHERE id = ?"));
       for (auto& chunk : pending.chunks) {
-        std::string blob = EncodeMetricChunk(chunk.ts_ns, chunk.values, options_.zstd_level);
-        auto [min_it, max_it] = std::minmax_element(chunk.ts_ns.begin(), chunk.ts_ns.end());
-        TP_RETURN_IF_ERROR(ins.Bind(1, static_cast<int64_t>(chunk.series))
-                               .Bind(2, *min_it)
-                               .Bind(3, *max_it)
-                               .Bind(4, static_cast<int64_t>(chunk.ts_ns.size()))
-                               .Bind(5, static_cast<int64_t>(chunk.sealed ? 1 : 0))
-                               .BindBlob(6, blob)
-                               .Run());
-        chunk.new_id = db_->LastInsertRowId();
+        const std::span<const int64_t> all_ts(chunk.ts_ns);
+        const std::span<const double> all_values(chunk.values);
+        for (size_t begin = 0; begin < all_ts.size(); begin += kMaxMetricChunkValues) {
+          const size_t n = std::min(kMaxMetricChunkValues, all_ts.size() - begin);
+          const auto ts = all_ts.subspan(begin, n);
+          std::string blob =
+              EncodeMetricChunk(ts, all_values.subspan(begin, n), options_.zstd_level);
+          auto [min_it, max_it] = std::minmax_element(ts.begin(), ts.end());
+          TP_RETURN_IF_ERROR(ins.Bind(1, static_cast<int64_t>(chunk.series))
+                                 .Bind(2, *min_it)
+                                 .Bind(3, *max_it)
+                                 .Bind(4, static_cast<int64_t>(n))
+                                 .Bind(5, static_cast<int64_t>(chunk.sealed ? 1 : 0))
+                                 .BindBlob(6, blob)
+                                 .Run());
+          chunk.new_id = db_->LastInsertRowId();
+        }
         for (int64_t id : chunk.delete_ids) TP_RETURN_IF_ERROR(del.Bind(1, id).Run());
       }
     }
@@ -338,7 +357,9 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
           db_->Prepare(
               "INSERT INTO event_chunks(first_start_ns, last_start_ns, max_end_ns, count, data) "
               "VALUES(?, ?, ?, ?, ?)"));
-      size_t per_chunk = static_cast<size_t>(std::max<int64_t>(1, options_.max_events_per_chunk));
+      size_t per_chunk =
+          std::min(kMaxEventChunkEvents,
+                   static_cast<size_t>(std::max<int64_t>(1, options_.max_events_per_chunk)));
       for (size_t begin = 0, end = 0; begin < ev.size(); begin = end) {
         // Up to per_chunk events, fewer when their args pass kMaxEventChunkArgsBytes.
         size_t args_bytes = 0;
