@@ -135,9 +135,13 @@ class ChromeSink : public TraceSink {
         ev.category = e.cat.empty() ? "tf_op" : std::string(e.cat);
         break;
       case ChromeFlavor::kSmdebugFramework:
-        ev.category = !e.cat.empty()     ? std::string(e.cat)
-                      : !process.empty() ? process
-                                         : std::string("framework");
+        // SageMaker's PyTorch writes a "DataLoaderWorker" span per batch a worker process
+        // loads (smdebug's PT_dataloader_analysis reads them): our "dataloader" spans, whose
+        // distinct pids the Dataloader rule counts.
+        ev.category = e.name == "DataLoaderWorker" ? std::string("dataloader")
+                      : !e.cat.empty()             ? std::string(e.cat)
+                      : !process.empty()           ? process
+                                                   : std::string("framework");
         break;
     }
     if (!e.args.empty()) json::AppendMinified(e.args, &ev.args);
