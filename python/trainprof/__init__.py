@@ -27,7 +27,8 @@ Recording (see docs/instrumentation.md)::
 # The recording API is imported at once: it is small (no NumPy). The reading API (NumPy, the
 # pybind11 extension) loads on first use, so that the startup hook of every process of a
 # recorded job, which imports this package, costs about a millisecond rather than ~50 ms.
-from trainprof._recorder import annotate, flush, mark, span, start, step, stop
+from trainprof._recorder import annotate, flush, mark, span, step, stop
+from trainprof._start import start
 
 _LAZY = {
     "TrainprofError": "trainprof._core",

@@ -106,23 +106,21 @@ def _range_key(kind: str, lo, hi) -> str:
 # Ranges whose profiler is running. However the job ends, each is closed and stored first: at
 # exit (atexit, registered once torch or TensorFlow is imported, so it runs before their own
 # exit handlers), on an uncaught exception (sys.excepthook, before the recorder stops) and on
-# SIGTERM (a handler that stands in for the default action only while a range is open, then
-# re-raises the signal so that the job still dies of it). A profiler left running into the
-# interpreter's shutdown crashed the job (SIGSEGV) and lost the profile.
+# SIGTERM (the recorder's handler, held while a range is open: it stands in for the default
+# action, then re-raises the signal so that the job still dies of it). A profiler left running
+# into the interpreter's shutdown crashed the job (SIGSEGV) and lost the profile.
 _open: list = []
-_sigterm_installed = False
 
 
 def _opened(detail) -> None:
     _open.append(detail)
-    _install_sigterm()
+    R.hold_sigterm()
 
 
 def _closed(detail) -> None:
     if detail in _open:
         _open.remove(detail)
-    if not _open:
-        _restore_sigterm()
+        R.release_sigterm()
 
 
 def close_open(ended_by: str) -> None:
@@ -133,54 +131,6 @@ def close_open(ended_by: str) -> None:
         except Exception as exc:  # noqa: BLE001 - the job's own ending must go on
             _closed(detail)
             warn_once("detail_close", f"closing a detail range at {ended_by} failed: {exc}")
-
-
-def _on_sigterm(signum, frame) -> None:
-    _restore_sigterm()
-    close_open("SIGTERM")
-    try:
-        R.set_exit_cause("signal: SIGTERM")
-        R.stop()
-    except Exception:  # noqa: BLE001
-        pass
-    import signal
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _install_sigterm() -> None:
-    """Only where SIGTERM has its default action and on the main thread (a job's own handler
-    is left alone: it decides how the job ends, and atexit closes the range then)."""
-    global _sigterm_installed
-    if _sigterm_installed:
-        return
-    import signal
-    import threading
-
-    try:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-        signal.signal(signal.SIGTERM, _on_sigterm)
-        _sigterm_installed = True
-    except (ValueError, OSError):
-        pass
-
-
-def _restore_sigterm() -> None:
-    global _sigterm_installed
-    if not _sigterm_installed:
-        return
-    import signal
-
-    try:
-        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    except (ValueError, OSError):
-        pass
-    _sigterm_installed = False
 
 
 class _Ranged:

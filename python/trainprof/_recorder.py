@@ -38,6 +38,9 @@ class _State:
     next_step: dict = {}  # mode -> next step number
     step_hooks: list = []  # callables (event, step, mode, start, end) for detail profiling
     pid = 0
+    owns_run = False  # this process created run.json (trainprof.start without `record`)
+    sampling = False  # system metrics sampled in this process
+    exit_code = None  # what sys.exit() was called with
 
 
 S = _State()
@@ -198,22 +201,41 @@ def annotate(**kv) -> None:
 # Lifecycle
 
 
-def _default_out() -> str:
-    return os.path.join("trainprof-runs", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-run")
+def _default_out(name: str = "run") -> str:
+    return os.path.join("trainprof-runs",
+                        time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + (name or "run"))
 
 
-def start(out: str | None = None, node: str | None = None, name: str = "", auto: bool = True,
-          flush_interval_s: float = 0.5) -> str | None:
+def _script_name() -> str:
+    """The default run name: the script's (train.py -> "train"), else "python"."""
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else ""
+    base = os.path.splitext(os.path.basename(argv0))[0]
+    return base or "python"
+
+
+def start(out: str | None = None, node: str | None = None, name: str = "",
+          flush_interval_s: float = 0.5, system_metrics: bool = True,
+          system_interval_s: float = 0.5, gpus: bool = True) -> str | None:
     """Starts recording this process into the run directory ``out`` (default $TRAINPROF_RUN_DIR,
-    else trainprof-runs/<time>-run). With ``auto`` the PyTorch instrumentation is installed
-    (now, or when torch is imported). Returns the run directory, or None when disabled
-    (TRAINPROF_DISABLE=1) or on failure (warned, never raised)."""
+    else trainprof-runs/<time>-<script>). With ``auto`` (trainprof.start) the PyTorch
+    instrumentation is installed (now, or when torch is imported). Returns the run directory, or None when disabled
+    (TRAINPROF_DISABLE=1) or on failure (warned, never raised).
+
+    Started without `trainprof record` (a notebook, a Lightning / Hugging Face / Keras callback),
+    the run is made complete by this process: its name defaults to the script's, run.json gets
+    the command line, and its end time and exit status when the process ends (normally, by an
+    uncaught exception, sys.exit(N) or SIGTERM); with ``system_metrics`` the node's system and
+    GPU metrics (``gpus``) are sampled every ``system_interval_s`` on a thread of this process
+    (by the local rank 0 process of a distributed job), or a warning says why they are off."""
     if os.environ.get("TRAINPROF_DISABLE") == "1":
         return None
     if S.active:
         return S.run_dir
-    out = out or os.environ.get("TRAINPROF_RUN_DIR") or _default_out()
+    under_record = os.environ.get("TRAINPROF_RECORDER") == "record"
+    name = name or ("" if under_record else _script_name())
+    out = out or os.environ.get("TRAINPROF_RUN_DIR") or _default_out(name)
     ident = _dist.identity()
+    created = not under_record and not os.path.exists(os.path.join(out, "run.json"))
     try:
         err = _rec.start(
             os.path.abspath(out), node or ident["node"] or "", ident["rank"], ident["local_rank"],
@@ -232,11 +254,91 @@ def start(out: str | None = None, node: str | None = None, name: str = "", auto:
         _rec.set_meta("process.argv", _json_strings(sys.argv))
     except Exception:  # noqa: BLE001
         pass
-    if auto:
-        from trainprof import _auto
-
-        _auto.install_when_imported()
+    if created:
+        S.owns_run = True
+        hold_sigterm()
+        _update_run_json(command=[sys.executable, *sys.argv])
+        if system_metrics and ident["local_rank"] in (None, 0):  # one sampler per node
+            _start_system_sampling(node or ident["node"] or "", system_interval_s, gpus)
+        elif not system_metrics:
+            annotate(**{"system_metrics": "off (trainprof.start(system_metrics=False))"})
     return S.run_dir
+
+
+def _update_run_json(**fields) -> None:
+    """Rewrites this run's run.json with `fields` (only a run this process created): read, update,
+    write a private temporary file beside it (created exclusively), rename over."""
+    import json
+    import tempfile
+
+    path = os.path.join(S.run_dir or "", "run.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+        for key, value in fields.items():
+            if key == "command" and meta.get("command"):
+                continue  # keep what the run was started with
+            meta[key] = value
+        fd, tmp = tempfile.mkstemp(prefix=".run.json.", dir=S.run_dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(meta, f, indent=2, sort_keys=True)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception as exc:  # noqa: BLE001
+        warn_once("run_json", f"could not update run.json: {exc}")
+
+
+def _start_system_sampling(node: str, interval_s: float, gpus: bool) -> None:
+    try:
+        from trainprof import _core
+        import json
+
+        with open(os.path.join(S.run_dir, "run.json"), encoding="utf-8") as f:
+            start_ns = int(json.load(f).get("start_ns") or time.time_ns())
+        err = _core.start_system_sampling(S.run_dir, node, int(interval_s * 1e9), gpus,
+                                          os.getpid(), start_ns)
+    except Exception as exc:  # noqa: BLE001
+        err = str(exc)
+    if err:
+        warn_once("system_sampling", f"system metrics are off: {err}")
+        annotate(**{"system_metrics": f"off: {err}"})
+        return
+    S.sampling = True
+
+
+def _close_run(exit_status: int) -> None:
+    """At this process's end, for a run it created: stop sampling, then close run.json with the
+    end time and exit status."""
+    if not S.owns_run or S.pid != os.getpid():
+        return
+    S.owns_run = False
+    end_ns = time.time_ns()
+    if S.sampling:
+        S.sampling = False
+        try:
+            from trainprof import _core
+
+            _core.stop_system_sampling(end_ns)
+        except Exception as exc:  # noqa: BLE001
+            warn_once("system_sampling_stop", f"stopping system sampling failed: {exc}")
+    _update_run_json(end_ns=end_ns, exit_status=int(exit_status))
+
+
+def _exit_code(code) -> int:
+    """The status sys.exit(code) gives the process."""
+    if code is None:
+        return 0
+    if isinstance(code, bool):
+        return int(code)
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1  # a message: printed, status 1
 
 
 def stop() -> None:
@@ -281,6 +383,59 @@ def _run_before_stop(reason: str) -> None:
             pass
 
 
+# SIGTERM: by default it kills the process at once, with nothing stored of what is open (a
+# detail range, the run's end). While someone holds it (an open detail range, a run this
+# process created) and the job has no handler of its own, trainprof's handler closes what is
+# open, stops the recorder, then restores the default action and re-raises the signal: the job
+# still dies of SIGTERM (status 143 under a shell). A job's own handler is left alone (it
+# decides how the job ends; atexit closes the rest).
+_sigterm_holders = 0
+
+
+def _on_sigterm(signum, frame) -> None:
+    import signal
+
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _run_before_stop("SIGTERM")
+        set_exit_cause("signal: SIGTERM")
+        stop()
+        _close_run(128 + signum)
+    except Exception:  # noqa: BLE001
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def hold_sigterm() -> None:
+    global _sigterm_holders
+    _sigterm_holders += 1
+    if _sigterm_holders > 1:
+        return
+    import signal
+    import threading
+
+    try:
+        if (threading.current_thread() is threading.main_thread() and
+                signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        pass
+
+
+def release_sigterm() -> None:
+    global _sigterm_holders
+    _sigterm_holders = max(0, _sigterm_holders - 1)
+    if _sigterm_holders:
+        return
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError):
+        pass
+
+
 def set_exit_cause(text: str) -> None:
     """Records how this process ended (process.exit), e.g. "signal: SIGTERM"."""
     if S.active and S.pid == os.getpid():
@@ -294,6 +449,7 @@ def _excepthook(prev):
                 _run_before_stop("exception")
                 _rec.set_meta("process.exit", f"exception: {exc_type.__name__}: {exc}")
                 stop()
+            _close_run(1)
         except Exception:  # noqa: BLE001
             pass
         prev(exc_type, exc, tb)
@@ -309,6 +465,20 @@ def _at_exit() -> None:
         except Exception:  # noqa: BLE001
             pass
     stop()
+    _close_run(_exit_code(S.exit_code))
+
+
+def _watch_sys_exit() -> None:
+    """Remembers the code sys.exit() is called with, for run.json's exit status (atexit cannot
+    see it). sys.exit itself is unchanged: it still raises SystemExit(code)."""
+    original = sys.exit
+
+    def exit(code=None):  # noqa: A001
+        S.exit_code = code
+        original(code)
+
+    exit.__doc__ = original.__doc__
+    sys.exit = exit
 
 
 def _register_mp_finalizer(_obj=None) -> None:
@@ -395,5 +565,6 @@ def _install_process_hooks() -> None:
 
     os.register_at_fork(after_in_child=_after_fork_child)
     atexit.register(_at_exit)
+    _watch_sys_exit()
     _flush_at_multiprocessing_exit()
     sys.excepthook = _excepthook(sys.excepthook)

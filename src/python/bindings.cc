@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/recording_session.h"
 #include "cli/cli.h"
 #include "collect/metric_catalog.h"
 #include "model/data_quality.h"
@@ -30,6 +31,16 @@ using namespace trainprof;
 void BindRecorder(py::module_& m);  // recorder_bindings.cc
 
 namespace {
+
+std::mutex& InProcessSessionMu() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::unique_ptr<agent::RecordingSession>& InProcessSession() {
+  static auto* session = new std::unique_ptr<agent::RecordingSession>();  // lives to exit
+  return *session;
+}
 
 // Raised for every non-ok Status; the Python layer subclasses it by code.
 PyObject* g_error = nullptr;
@@ -425,6 +436,43 @@ class TrainprofError(Exception):
         return out;
       },
       py::arg("dir"));
+
+  // System metrics for a run started from Python (trainprof.start() without `record`): the
+  // node's sampling session (what `agent` runs) on threads of this process, watching it.
+  m.def(
+      "start_system_sampling",
+      [](const std::string& run_dir, const std::string& node, int64_t interval_ns, bool gpus,
+         int pid, int64_t start_ns) -> std::string {
+        std::lock_guard<std::mutex> lock(InProcessSessionMu());
+        if (InProcessSession()) return "system sampling already runs in this process";
+        agent::SessionOptions so;
+        so.run_dir = run_dir;
+        so.node = node;
+        so.interval_ns = interval_ns;
+        so.gpus = gpus;
+        py::gil_scoped_release release;
+        auto session = agent::RecordingSession::Open(so, start_ns);
+        if (!session.ok()) return session.status().message();
+        Status st = (*session)->StartSampling({pid});
+        if (!st.ok()) return st.message();
+        InProcessSession() = std::move(*session);
+        return "";
+      },
+      py::arg("run_dir"), py::arg("node"), py::arg("interval_ns"), py::arg("gpus"), py::arg("pid"),
+      py::arg("start_ns"),
+      "Starts sampling this node's system metrics into the run on a thread of this process; "
+      "returns an error message or ''.");
+  m.def(
+      "stop_system_sampling",
+      [](int64_t end_ns) {
+        std::lock_guard<std::mutex> lock(InProcessSessionMu());
+        if (!InProcessSession()) return false;
+        py::gil_scoped_release release;
+        InProcessSession()->Finish(end_ns);
+        InProcessSession().reset();
+        return true;
+      },
+      py::arg("end_ns"), "Stops the sampling started by start_system_sampling; closes its store.");
 
   m.def(
       "metric_catalog",

@@ -12,7 +12,7 @@ def _trainprof_start():
     if os.environ.get("TRAINPROF_DISABLE") == "1" or not os.environ.get("TRAINPROF_RUN_DIR"):
         return
     try:
-        import trainprof._recorder as recorder
+        import trainprof._start as recorder
 
         recorder.start(os.environ["TRAINPROF_RUN_DIR"], auto=os.environ.get("TRAINPROF_AUTO", "1") != "0")
     except Exception as exc:  # noqa: BLE001

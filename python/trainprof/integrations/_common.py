@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from trainprof import _recorder as R
+from trainprof import _start
 
 
 def ensure_started(out: str | None) -> bool:
     if R.S.active:
         return True
-    return R.start(out=out) is not None
+    return _start.start(out=out) is not None
 
 
 class Phases:
