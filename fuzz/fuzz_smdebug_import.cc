@@ -1,5 +1,6 @@
-// libFuzzer target: the smdebug importer on an arbitrary system-metrics file and an arbitrary
-// framework timeline (the same bytes placed at both paths of a profiler-output folder).
+// libFuzzer target: the smdebug importer on an arbitrary system-metrics file, an arbitrary
+// framework timeline and an arbitrary cProfile dump (the same bytes placed at all three paths
+// of a profiler-output folder).
 #include <unistd.h>
 
 #include <cstdint>
@@ -21,9 +22,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fs::remove_all(dir + "/run", ec);
   fs::create_directories(dir + "/in/system/incremental/2020060314", ec);
   fs::create_directories(dir + "/in/framework/pevents/2020060314", ec);
+  const std::string cprofile =
+      "/in/framework/tensorflow/cProfile/1591160699000000.0_1591160700000000.0_1-host_1";
+  fs::create_directories(dir + cprofile, ec);
+  const std::string stats = cprofile + "/python_stats";
   for (const char* rel : {"/in/system/incremental/2020060314/1591160699.algo-1.json",
                           "/in/framework/pevents/2020060314/1591160699000000_1-host_"
-                          "pythontimeline.json"}) {
+                          "pythontimeline.json",
+                          stats.c_str()}) {
     FILE* f = std::fopen((dir + rel).c_str(), "wb");
     if (f == nullptr) return 0;
     std::fwrite(data, 1, size, f);

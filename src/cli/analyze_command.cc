@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "analyze/trace/analysis_json.h"
+#include "analyze/trace/hta_compat.h"
 #include "analyze/trace/rank_trace.h"
 #include "analyze/trace/trace_analysis.h"
 #include "cli/command.h"
@@ -62,6 +64,14 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
   o.top_n = static_cast<size_t>(options.top);
   std::vector<tr::RankAnalysis> results;
   for (const tr::RankTrace& t : run.ranks) results.push_back(tr::AnalyzeRank(t, o));
+  // --hta-compat: HTA 0.5.0's own definitions for its figures (docs/trace-analysis.md).
+  std::optional<tr::HtaResult> hta;
+  if (options.hta_compat) {
+    TP_ASSIGN_OR_RETURN(auto node_meta, run.reader->NodeMeta());
+    hta = tr::AnalyzeHta(tr::BuildHtaTraces(run.events, node_meta), run.events,
+                         static_cast<int64_t>(options.kernel_wait_threshold_us));
+    tr::ApplyHta(*hta, &results);
+  }
   std::vector<tr::Straggler> stragglers = tr::FindStragglers(results);
   std::vector<tr::DiffEntry> diff;
   bool has_diff = !options.diff_base.empty();
@@ -70,7 +80,9 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
     diff = tr::DiffTraces(base->ranks, run.ranks, o.top_n);
   }
   if (options.json) {
-    out << tr::AnalysisToJson(results, stragglers, has_diff ? &diff : nullptr) << "\n";
+    out << tr::AnalysisToJson(results, stragglers, has_diff ? &diff : nullptr,
+                              hta ? &hta->kernel_types : nullptr)
+        << "\n";
     return OkStatus();
   }
   for (const tr::RankAnalysis& r : results) {

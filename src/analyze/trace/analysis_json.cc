@@ -46,7 +46,8 @@ json Step(const StepBreakdown& b) {
 
 std::string AnalysisToJson(const std::vector<RankAnalysis>& ranks,
                            const std::vector<Straggler>& stragglers,
-                           const std::vector<DiffEntry>* diff) {
+                           const std::vector<DiffEntry>* diff,
+                           const std::vector<KernelTypeTime>* all_kernel_types) {
   json doc;
   json rs = json::array();
   for (const RankAnalysis& r : ranks) {
@@ -104,6 +105,13 @@ std::string AnalysisToJson(const std::vector<RankAnalysis>& ranks,
     rs.push_back(j);
   }
   doc["ranks"] = rs;
+  if (all_kernel_types != nullptr) {
+    json kt = json::array();
+    for (const auto& k : *all_kernel_types) {
+      kt.push_back({{"type", k.type}, {"time_us", Us(k.time_ns)}, {"pct", k.pct}});
+    }
+    doc["kernel_types"] = kt;  // over all ranks (HTA's kernel breakdown)
+  }
   json st = json::array();
   for (const auto& s : stragglers) {
     st.push_back({{"rank", s.label},

@@ -11,6 +11,7 @@ namespace trainprof::analyze::trace {
 
 std::string AnalysisToJson(const std::vector<RankAnalysis>& ranks,
                            const std::vector<Straggler>& stragglers,
-                           const std::vector<DiffEntry>* diff);
+                           const std::vector<DiffEntry>* diff,
+                           const std::vector<KernelTypeTime>* all_kernel_types = nullptr);
 
 }  // namespace trainprof::analyze::trace

@@ -222,6 +222,13 @@ class FileImporter : public TraceSink {
       if (rank_ != model::kMissing) key += "rank" + std::to_string(rank_) + ".";
       meta_[key + "base_time_ns"] = std::to_string(base_ns_);
     }
+    // The offset added to relative timestamps: `analyze --hta-compat` redoes HTA's rounding
+    // on the values the file wrote (kineto.[rankN.]base_time_ns).
+    if (base_ns_ != 0) {
+      std::string key = "kineto.";
+      if (rank_ != model::kMissing) key += "rank" + std::to_string(rank_) + ".";
+      meta_[key + "base_time_ns"] = std::to_string(base_ns_);
+    }
     for (const auto& [k, v] : meta_) writer_->SetMeta(k, v);
     if (late_header_) {
       writer_->Annotate(summary_.start_ns, "import_warning",
