@@ -14,6 +14,7 @@ inline constexpr const char* kUnmatchedEnds = "import_unmatched_end_events";
 inline constexpr const char* kTruncatedFiles = "import_truncated_files";
 inline constexpr const char* kRelativeTimestamps = "import_relative_timestamps";  // no base
 inline constexpr const char* kOversizedArgs = "import_oversized_args";  // > 16 MiB: not kept
+inline constexpr const char* kDeepArgs = "import_args_too_deep";  // nested > 64 levels: not kept
 // Track names (process_name/process_labels/thread_name) beyond the per-file bound: not kept.
 inline constexpr const char* kTrackNamesDropped = "import_track_names_dropped";
 

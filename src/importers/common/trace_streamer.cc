@@ -1,5 +1,6 @@
 #include "importers/common/trace_streamer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "importers/common/json_text.h"
@@ -11,7 +12,10 @@ namespace {
 // the bytes from `keep_from` on and appends new ones, so spans before keep_from go stale.
 class Window {
  public:
-  Window(ByteSource& src, size_t initial) : src_(src) { buf_.resize(initial); }
+  Window(ByteSource& src, size_t initial, size_t max_bytes)
+      : src_(src), max_bytes_(std::max(initial, max_bytes)) {
+    buf_.resize(initial);
+  }
 
   const char* data() const { return buf_.data(); }
   size_t size() const { return len_; }
@@ -25,7 +29,16 @@ class Window {
       len_ -= keep_from;
       base_ += static_cast<int64_t>(keep_from);
     }
-    if (len_ == buf_.size()) buf_.resize(buf_.size() * 2);  // one element bigger than the window
+    if (len_ == buf_.size()) {
+      // One element bigger than the window: grow it, up to the limit on one element.
+      if (buf_.size() >= max_bytes_) {
+        return DataLoss(src_.path() + ": at byte " + std::to_string(base_) +
+                        ": one JSON element is larger than " + std::to_string(max_bytes_ >> 20) +
+                        " MiB (the limit for one trace event or top-level member); the file is "
+                        "damaged or not a trace");
+      }
+      buf_.resize(std::min(buf_.size() * 2, max_bytes_));
+    }
     TP_ASSIGN_OR_RETURN(size_t n, src_.Read(buf_.data() + len_, buf_.size() - len_));
     if (n == 0) eof_ = true;
     len_ += n;
@@ -36,6 +49,7 @@ class Window {
 
  private:
   ByteSource& src_;
+  size_t max_bytes_;
   std::vector<char> buf_;
   size_t len_ = 0;
   int64_t base_ = 0;
@@ -46,7 +60,10 @@ class Window {
 class Streamer {
  public:
   Streamer(ByteSource& src, TraceSink& sink, const StreamOptions& options)
-      : w_(src, options.initial_buffer_bytes), src_(src), sink_(sink), options_(options) {}
+      : w_(src, options.initial_buffer_bytes, options.max_element_bytes),
+        src_(src),
+        sink_(sink),
+        options_(options) {}
 
   StatusOr<StreamResult> Run() {
     TP_RETURN_IF_ERROR(SkipWsRefill());

@@ -15,6 +15,8 @@
 
 namespace trainprof::importers {
 
+inline constexpr size_t kMaxTraceElementBytes = size_t{64} << 20;
+
 enum class InPlaceResult {
   kDone,        // the element was taken; *element_end is one past it
   kNeedMore,    // the buffer ends inside the element: the streamer reads more and asks again
@@ -50,6 +52,10 @@ struct StreamOptions {
   // shutdown: accept a file that ends after a complete element.
   bool allow_unterminated_array = false;
   size_t initial_buffer_bytes = 1 << 20;
+  // One element (an event, or a top-level member) larger than this stops the stream with an
+  // error naming the file and offset: a small gzip file can hold a string of gigabytes, and
+  // the window holding it would grow to match (docs/importers.md, "Limits").
+  size_t max_element_bytes = kMaxTraceElementBytes;
 };
 
 struct StreamResult {

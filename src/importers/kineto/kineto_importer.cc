@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "base/json_dump.h"
 #include "importers/common/byte_source.h"
 #include "importers/common/import_counters.h"
 #include "importers/common/json_text.h"
@@ -222,13 +223,6 @@ class FileImporter : public TraceSink {
       if (rank_ != model::kMissing) key += "rank" + std::to_string(rank_) + ".";
       meta_[key + "base_time_ns"] = std::to_string(base_ns_);
     }
-    // The offset added to relative timestamps: `analyze --hta-compat` redoes HTA's rounding
-    // on the values the file wrote (kineto.[rankN.]base_time_ns).
-    if (base_ns_ != 0) {
-      std::string key = "kineto.";
-      if (rank_ != model::kMissing) key += "rank" + std::to_string(rank_) + ".";
-      meta_[key + "base_time_ns"] = std::to_string(base_ns_);
-    }
     for (const auto& [k, v] : meta_) writer_->SetMeta(k, v);
     if (late_header_) {
       writer_->Annotate(summary_.start_ns, "import_warning",
@@ -320,6 +314,8 @@ class FileImporter : public TraceSink {
     ev.rank = rank_;
     if (e.args.size() > kMaxArgsBytes) {
       Problem(dq::kOversizedArgs);  // the event is kept, its args are not
+    } else if (e.args.size() > 2 * kMaxArgsDepth && JsonNestingExceeds(e.args, kMaxArgsDepth)) {
+      Problem(dq::kDeepArgs);  // likewise: readers and exporters never meet deeper nesting
     } else if (e.args != "{}") {
       ev.args = e.args;
     }

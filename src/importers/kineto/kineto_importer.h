@@ -27,6 +27,10 @@
 
 namespace trainprof::importers::kineto {
 
+// Args nested deeper than this many objects/arrays are not stored (counted as
+// import_args_too_deep; the event is kept): readers and exporters never meet unbounded nesting.
+inline constexpr int kMaxArgsDepth = 64;
+
 struct KinetoImportOptions {
   std::vector<std::string> traces;
   std::string out;                 // run directory (created; must not hold a run already)
