@@ -189,6 +189,7 @@ class EventTable(_Table):
         return df
 
     def column(self, name: str) -> np.ndarray:
+        """One column as a NumPy array ("args": the JSON text of each event, or None)."""
         if name == "args":
             return np.asarray(self._columns["args"], dtype=object)
         return super().column(name)
@@ -230,6 +231,7 @@ class Run:
 
     @property
     def dir(self) -> str:
+        """The run directory's path."""
         return self._run.dir
 
     @property
@@ -239,6 +241,7 @@ class Run:
 
     @property
     def nodes(self) -> list[str]:
+        """The nodes that stored data (one store each)."""
         return self._run.nodes()
 
     @property
@@ -253,9 +256,11 @@ class Run:
         return self._run.problems()
 
     def metrics(self) -> list[str]:
+        """The names of the system metrics stored (docs/metrics.md)."""
         return sorted({s["metric"] for s in self._run.series()})
 
     def devices(self, metric: str | None = None) -> list[str]:
+        """The devices stored ("total", "cpu0", "gpu0", "eth0", ...), of one metric or all."""
         return sorted({s["device"] for s in self._run.series()
                        if metric is None or s["metric"] == metric})
 
@@ -392,6 +397,7 @@ class Run:
     get_events = events
 
     def get_timestamp_of_latest_available_file(self) -> int | None:
+        """smdebug's name for latest_timestamp()."""
         return self.latest_timestamp()
 
 
@@ -418,6 +424,7 @@ class RunWriter:
         self._w = _core.RunWriter(str(run_dir), node, name, list(command), start_ns, source)
 
     def append_metric(self, metric: str, device: str, timestamps_ns, values) -> None:
+        """Appends samples of one series (NumPy int64 timestamps in ns, float64 values)."""
         self._w.append_metric(metric, device, np.asarray(timestamps_ns, dtype=np.int64),
                               np.asarray(values, dtype=np.float64))
 
@@ -425,16 +432,20 @@ class RunWriter:
                      mode: str = "", step: int | None = None, pid: int | None = None,
                      tid: int | None = None, rank: int | None = None, args: dict | None = None,
                      instant: bool = False) -> None:
+        """Appends one span (duration_ns > 0) or instant (0) with its step, mode, rank, args."""
         self._w.append_event(name, category, start_ns, duration_ns, mode, step, pid, tid, rank,
                              json.dumps(args) if args else "", instant)
 
     def annotate(self, ts_ns: int, key: str, value: str) -> None:
+        """Stores a key/value fact about the run at ts_ns."""
         self._w.annotate(ts_ns, key, value)
 
     def flush(self) -> None:
+        """Makes everything appended so far durable."""
         self._w.flush()
 
     def close(self, end_ns: int | None = None, exit_status: int | None = None) -> None:
+        """Flushes, closes the store and completes run.json with the end time and exit status."""
         self._w.close(end_ns, exit_status)
 
     def __enter__(self):

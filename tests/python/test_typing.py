@@ -50,3 +50,22 @@ def test_mypy_sees_the_types_of_the_public_api(tmp_path):
     caught = _mypy("--ignore-missing-imports", str(bad), cwd=tmp_path)
     assert caught.returncode == 1, caught.stdout
     assert "bad.py:4" in caught.stdout and "bad.py:5" in caught.stdout, caught.stdout
+
+
+def test_every_public_name_has_a_docstring():
+    import inspect
+
+    import trainprof
+
+    missing = []
+    for name in trainprof.__all__:
+        obj = getattr(trainprof, name)
+        if not (getattr(obj, "__doc__", None) or "").strip():
+            missing.append(name)
+        if inspect.isclass(obj):
+            for attr, value in vars(obj).items():
+                if attr.startswith("_") or not (callable(value) or isinstance(value, property)):
+                    continue
+                if not (getattr(value, "__doc__", None) or "").strip():
+                    missing.append(f"{name}.{attr}")
+    assert not missing, missing
