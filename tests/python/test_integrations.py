@@ -16,9 +16,12 @@ import trainprof
 
 
 def run_script(code: str, run_dir, timeout=600, **env_extra):
+    """Runs `code` (Python source, or "examples/<file>.py": the runnable example itself) with
+    the run directory as its argument."""
     env = dict(os.environ, **env_extra)
     env.pop("TRAINPROF_RUN_DIR", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), str(run_dir)], env=env, cwd=REPO,
+    program = [code] if code.startswith("examples/") else ["-c", textwrap.dedent(code)]
+    proc = subprocess.run([sys.executable, *program, str(run_dir)], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
@@ -31,33 +34,7 @@ def _phases(run_dir):
 
 def test_lightning_callback_records_steps_parts_and_phases(tmp_path):
     run = tmp_path / "run"
-    run_script("""
-        import sys, torch
-        from torch import nn
-        import pytorch_lightning as pl
-        from trainprof.integrations.lightning import TrainprofCallback
-
-        class Model(pl.LightningModule):
-            def __init__(self):
-                super().__init__()
-                self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
-            def training_step(self, batch, i):
-                x, y = batch
-                return nn.functional.cross_entropy(self.net(x), y)
-            def validation_step(self, batch, i):
-                x, y = batch
-                self.log("val_loss", nn.functional.cross_entropy(self.net(x), y))
-            def configure_optimizers(self):
-                return torch.optim.SGD(self.parameters(), lr=0.1)
-
-        ds = torch.utils.data.TensorDataset(torch.randn(96, 16), torch.randint(0, 2, (96,)))
-        dl = torch.utils.data.DataLoader(ds, batch_size=8)
-        trainer = pl.Trainer(max_steps=6, accumulate_grad_batches=2, accelerator="cpu", logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             limit_val_batches=2, val_check_interval=4, num_sanity_val_steps=0,
-                             callbacks=[TrainprofCallback(out=sys.argv[1])])
-        trainer.fit(Model(), dl, dl)
-    """, run)
+    run_script("examples/lightning_callback.py", run)
     steps = steps_df(run)
     train = steps[steps["mode"] == "train"]
     assert len(train) == 6  # optimizer steps, each of 2 accumulated micro-batches
@@ -73,26 +50,7 @@ def test_lightning_callback_records_steps_parts_and_phases(tmp_path):
 
 def test_transformers_trainer_callback_with_a_tiny_model(tmp_path):
     run = tmp_path / "run"
-    run_script("""
-        import sys, torch
-        from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
-        from trainprof.integrations.transformers import TrainprofCallback
-
-        config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=64, max_position_embeddings=64, num_labels=2)
-        model = BertForSequenceClassification(config)
-
-        class DS(torch.utils.data.Dataset):
-            def __len__(self): return 40
-            def __getitem__(self, i):
-                g = torch.Generator().manual_seed(i)
-                return {"input_ids": torch.randint(0, 100, (16,), generator=g), "labels": i % 2}
-
-        args = TrainingArguments(output_dir=sys.argv[1] + "-out", max_steps=5, per_device_train_batch_size=4,
-                                 gradient_accumulation_steps=2, report_to=[], save_strategy="no",
-                                 logging_steps=2, use_cpu=True, dataloader_num_workers=0)
-        Trainer(model=model, args=args, train_dataset=DS(), callbacks=[TrainprofCallback(out=sys.argv[1])]).train()
-    """, run, timeout=900)
+    run_script("examples/hf_trainer_callback.py", run, timeout=900)
     steps = steps_df(run)
     train = steps[steps["mode"] == "train"]
     assert len(train) == 5
@@ -105,17 +63,7 @@ def test_transformers_trainer_callback_with_a_tiny_model(tmp_path):
 
 def test_keras3_callback_torch_backend(tmp_path):
     run = tmp_path / "run"
-    run_script("""
-        import sys, numpy as np, keras
-        from trainprof.integrations.keras import TrainprofCallback
-        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
-        model.compile(optimizer="sgd", loss="mse")
-        x, y = np.random.rand(64, 8).astype("float32"), np.random.rand(64, 1).astype("float32")
-        cb = TrainprofCallback(out=sys.argv[1])
-        model.fit(x, y, batch_size=16, epochs=2, validation_data=(x[:32], y[:32]), verbose=0, callbacks=[cb])
-        model.predict(x[:16], batch_size=8, verbose=0, callbacks=[cb])
-        print("BACKEND", keras.backend.backend())
-    """, run, KERAS_BACKEND="torch")
+    run_script("examples/keras_callback.py", run, KERAS_BACKEND="torch")
     steps = steps_df(run)
     assert (steps["mode"] == "train").sum() == 8  # 2 epochs x 4 batches
     assert (steps["mode"] == "eval").sum() == 4  # 2 validations x 2 batches
@@ -123,18 +71,7 @@ def test_keras3_callback_torch_backend(tmp_path):
     assert {"training", "evaluation"} <= _phases(run)
 
 
-KERAS_TF_JOB = """
-    import sys, numpy as np, keras
-    from trainprof.integrations.keras import TrainprofCallback
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                              keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    x, y = np.random.rand(64, 8).astype("float32"), np.random.rand(64, 1).astype("float32")
-    cb = TrainprofCallback(out=sys.argv[1])
-    model.fit(x, y, batch_size=16, epochs=2, validation_data=(x[:32], y[:32]), verbose=0,
-              callbacks=[cb])
-    print("BACKEND", keras.backend.backend(), "torch" in sys.modules)
-"""
+KERAS_TF_JOB = "examples/keras_callback.py"
 
 
 def test_keras3_callback_tensorflow_backend(tmp_path):
