@@ -14,6 +14,8 @@
 namespace trainprof::analyze::trace {
 namespace {
 
+constexpr int32_t kMaxCopies = 1024;
+
 // numpy's round(x, digits): rint(x * 10^digits) / 10^digits (ties to even).
 double NpRound(double v, int digits) {
   double f = std::pow(10.0, digits);
@@ -142,6 +144,10 @@ std::vector<HtaRankTrace> BuildHtaTraces(const store::EventTable& t, const NodeM
     if (n == "Event Sync") n_event_sync = static_cast<int32_t>(i);
     if (n == "Context Sync") n_context_sync = static_cast<int32_t>(i);
   }
+  std::vector<char> step_name(t.names.values().size(), 0);
+  for (size_t i = 0; i < t.names.values().size(); ++i) {
+    step_name[i] = t.names.values()[i].find("ProfilerStep") != std::string::npos;
+  }
   std::vector<char> skip_cat(t.categories.values().size(), 0);
   for (size_t i = 0; i < t.categories.values().size(); ++i) {
     const std::string& c = t.categories.at(static_cast<int32_t>(i));
@@ -180,9 +186,7 @@ std::vector<HtaRankTrace> BuildHtaTraces(const store::EventTable& t, const NodeM
     row.category = t.category[i];
     row.gpu = (row.stream >= 0 && row.correlation >= 0) || row.name == n_event_sync ||
               row.name == n_context_sync;
-    if (t.names.at(row.name).find("ProfilerStep") != std::string::npos) {
-      step_symbols.insert(row.name);
-    }
+    if (step_name[static_cast<size_t>(row.name)]) step_symbols.insert(row.name);
     r.rows.push_back(row);
   }
 
@@ -225,7 +229,8 @@ std::vector<HtaRankTrace> BuildHtaTraces(const store::EventTable& t, const NodeM
         auto it = cpu_per_corr.find(row.correlation);
         if (it == cpu_per_corr.end()) continue;
         HtaRow g = row;
-        g.copies = it->second;
+        // Bounded: only a pathological trace has one id on more CPU rows.
+        g.copies = std::min(it->second, kMaxCopies);
         // The launch joins only when it was kept (HTA joins on the filtered frame).
         if (row.correlation == -1) g.runtime_ts_us = INT64_MIN;
         kept.push_back(g);
@@ -241,7 +246,16 @@ HtaResult AnalyzeHta(const std::vector<HtaRankTrace>& traces, const store::Event
                      int64_t threshold_us) {
   HtaResult res;
   std::map<int, int64_t> all_masks;
-  std::vector<int> mask_order;
+  std::vector<char> kernel_cat(t.categories.values().size());
+  for (size_t i = 0; i < kernel_cat.size(); ++i) {
+    const std::string& c = t.categories.values()[i];
+    kernel_cat[i] = c == "kernel" || c == "gpu_memcpy" || c == "gpu_memset" ||
+                    c == "mtia_ccp_events" || c == "Kernel" || c == "Memcpy" || c == "Memset";
+  }
+  std::vector<int> type_bit(t.names.values().size());
+  for (size_t i = 0; i < type_bit.size(); ++i) {
+    type_bit[i] = TypeBit(HtaClassify(t.names.values()[i]));
+  }
   for (const HtaRankTrace& r : traces) {
     RankAnalysis a;
     a.rank = r.rank;
@@ -254,7 +268,7 @@ HtaResult AnalyzeHta(const std::vector<HtaRankTrace>& traces, const store::Event
       if (row.stream == -1) continue;
       Interval x{row.ts_us, row.end_us};
       all.push_back(x);
-      int bit = TypeBit(HtaClassify(t.names.at(row.name)));
+      int bit = type_bit[static_cast<size_t>(row.name)];
       if (bit >= 0) by_type[bit].push_back(x);
     }
     a.gpu_activities = static_cast<int64_t>(all.size());
@@ -313,12 +327,7 @@ HtaResult AnalyzeHta(const std::vector<HtaRankTrace>& traces, const store::Event
     std::map<int64_t, std::vector<const HtaRow*>> streams;
     std::map<int64_t, std::unordered_set<int64_t>> devices;
     for (const HtaRow& row : r.rows) {
-      if (row.stream == -1) continue;
-      const std::string& cat = t.categories.at(row.category);
-      if (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset" &&
-          cat != "mtia_ccp_events" && cat != "Kernel" && cat != "Memcpy" && cat != "Memset") {
-        continue;
-      }
+      if (row.stream == -1 || !kernel_cat[static_cast<size_t>(row.category)]) continue;
       auto [it, fresh] = streams.try_emplace(row.stream);
       if (fresh) stream_order.push_back(row.stream);
       for (int32_t c = 0; c < row.copies; ++c) it->second.push_back(&row);
