@@ -95,6 +95,7 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
                       {"tf_trace_files", r.tf_trace_files},
                       {"tf_events", r.tf_events},
                       {"python_stats_files", r.python_stats_files},
+                      {"python_functions", r.python_functions},
                       {"parse_errors", r.parse_errors},
                       {"skipped", r.skipped}};
   if (options.json) {
@@ -104,7 +105,8 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
   out << "imported into " << options.out << ": " << r.system_samples << " system samples from "
       << r.system_files << " files, " << r.framework_events << " framework events from "
       << r.framework_files << " files (" << r.steps << " steps), " << r.tf_events
-      << " TF profiler events, " << r.python_stats_files << " cProfile dumps; nodes:";
+      << " TF profiler events, " << r.python_stats_files << " cProfile dumps ("
+      << r.python_functions << " function rows); nodes:";
   for (const auto& n : r.nodes) out << " " << n;
   out << "\n";
   if (r.parse_errors > 0) out << "skipped " << r.parse_errors << " unreadable lines\n";
