@@ -197,6 +197,16 @@ inline RuleResult EvaluateOne(const std::string& dir, const std::string& rule,
   return {};
 }
 
+// A rule that stays silent must show that it read data: silence on no data proves nothing.
+#define EXPECT_SILENT_ON_DATA(result)                                                          \
+  do {                                                                                         \
+    const ::trainprof::analyze::rules::RuleResult& silent_ = (result);                         \
+    EXPECT_FALSE(silent_.triggered)                                                            \
+        << silent_.name << ": "                                                                \
+        << (silent_.findings.empty() ? std::string() : silent_.findings[0].message);           \
+    EXPECT_GT(silent_.datapoints, 0) << silent_.name << " stayed silent without reading data"; \
+  } while (0)
+
 inline nlohmann::json Evidence(const model::Finding& f) {
   return nlohmann::json::parse(f.evidence_json);
 }

@@ -49,7 +49,7 @@ TEST(CpuBottleneckTest, SilentWhenGpusAreBusyOrCpuIsIdle) {
     for (auto& g : t.gpu) g = 0.02;  // idle GPUs, idle CPU: not a CPU bottleneck
   });
   RuleResult r = EvaluateOne(s.Finish(), "CPUBottleneck");
-  EXPECT_FALSE(r.triggered);
+  EXPECT_SILENT_ON_DATA(r);
   EXPECT_EQ(r.violations, 0);
   EXPECT_EQ(r.datapoints, 4800);
 }
@@ -68,7 +68,7 @@ TEST(IoBottleneckTest, FiresOnIowaitWithIdleGpusOnly) {
     t.iowait = 0.05;
     t.gpu = {0.03, 0.04};
   });
-  EXPECT_FALSE(EvaluateOne(neg.Finish(), "IOBottleneck").triggered);
+  EXPECT_SILENT_ON_DATA(EvaluateOne(neg.Finish(), "IOBottleneck"));
 }
 
 TEST(LowGpuUtilizationTest, UnderusedAndFluctuatingGpusAreNamed) {
@@ -99,10 +99,10 @@ TEST(LowGpuUtilizationTest, SilentOnBusyGpusAndBeforePatience) {
   busy.System("n0", 1800, 500, 4, 4, [&](Scenario::Tick& t) {
     for (auto& g : t.gpu) g = n.Uniform(0.9, 0.08);
   });
-  EXPECT_FALSE(EvaluateOne(busy.Finish(), "LowGPUUtilization").triggered);
+  EXPECT_SILENT_ON_DATA(EvaluateOne(busy.Finish(), "LowGPUUtilization"));
   Scenario short_run("gpu_short");  // 400 s = 800 values < patience 1000
   short_run.System("n0", 400, 500, 4, 1, [&](Scenario::Tick& t) { t.gpu[0] = 0.1; });
-  EXPECT_FALSE(EvaluateOne(short_run.Finish(), "LowGPUUtilization").triggered);
+  EXPECT_SILENT_ON_DATA(EvaluateOne(short_run.Finish(), "LowGPUUtilization"));
 }
 
 TEST(BatchSizeTest, FiresWhenCpuGpuAndMemoryAreAllLow) {
@@ -123,7 +123,7 @@ TEST(BatchSizeTest, FiresWhenCpuGpuAndMemoryAreAllLow) {
     t.gpu = {0.3, 0.35};
     t.gpu_mem = {0.85, 0.9};  // memory is full: a larger batch does not fit
   });
-  EXPECT_FALSE(EvaluateOne(neg.Finish(), "BatchSize").triggered);
+  EXPECT_SILENT_ON_DATA(EvaluateOne(neg.Finish(), "BatchSize"));
 }
 
 // Defect: smdebug compared mean(v[-window:]) with mean(v[-window-1:-2]), two slices that
@@ -163,7 +163,7 @@ TEST(GpuMemoryIncreaseTest, SilentOnFlatNoisyMemory) {
     for (auto& m : t.gpu_mem) m = n.Uniform(0.6, 0.01);
   });
   RuleResult r = EvaluateOne(s.Finish(), "GPUMemoryIncrease");
-  EXPECT_FALSE(r.triggered);
+  EXPECT_SILENT_ON_DATA(r);
   EXPECT_EQ(r.datapoints, 4800);
 }
 
@@ -215,7 +215,7 @@ TEST(LoadBalancingTest, SilentWhenGpusShareTheLoad) {
     for (auto& g : t.gpu) g = n.Uniform(0.85, 0.06);
   });
   RuleResult r = EvaluateOne(s.Finish(), "LoadBalancing");
-  EXPECT_FALSE(r.triggered);
+  EXPECT_SILENT_ON_DATA(r);
   EXPECT_EQ(r.violations, 0);
 }
 
@@ -246,7 +246,7 @@ TEST(StepOutlierTest, SilentWithFewOutliersAndFiltersByMode) {
           });
   const std::string dir = s.Finish();
   RuleResult r = EvaluateOne(dir, "StepOutlier");
-  EXPECT_FALSE(r.triggered);
+  EXPECT_SILENT_ON_DATA(r);
   EXPECT_EQ(r.violations, 5);
   RuleResult eval_only = EvaluateOne(dir, "StepOutlier", {"StepOutlier.mode=EVAL"});
   EXPECT_EQ(eval_only.datapoints, 0);
@@ -273,7 +273,7 @@ TEST(DataloaderTest, TooFewParallelWorkersForTheCores) {
   EXPECT_EQ(ev["parallel_dataloaders_median"], 2);
   EXPECT_EQ(ev["cores"], 32);
   EXPECT_EQ(ev["dataloader_args"]["num_workers"], 2);
-  EXPECT_FALSE(run(24).triggered);  // 24 >= 70 % of 32
+  EXPECT_SILENT_ON_DATA(run(24));  // 24 >= 70 % of 32
 }
 
 TEST(DataloaderTest, NumWorkersZeroIsOneLoaderProcess) {
@@ -299,7 +299,7 @@ TEST(DataloaderTest, NumWorkersZeroIsOneLoaderProcess) {
   EXPECT_EQ(ev["dataloader_args"]["dataset"], "SlowDataset");
   EXPECT_EQ(ev["dataloader_args"]["num_workers"], 0);
   EXPECT_NEAR(ev["dataloading_time_ms_p50"].get<double>(), 90, 0.01);
-  EXPECT_FALSE(run(1).triggered);  // one core: one loader process is all it has
+  EXPECT_SILENT_ON_DATA(run(1));  // one core: one loader process is all it has
 }
 
 TEST(MaxInitializationTimeTest, DefectFiresAloneAndInsideProfilerReport) {
@@ -327,7 +327,7 @@ TEST(MaxInitializationTimeTest, SilentOnAQuickStartAndHonoursTheThreshold) {
   s.Steps("n0", 0, kStart + 120 * kSec, kStart + 600 * kSec,
           [](int64_t, int64_t*, int64_t*, int64_t*) {});
   const std::string dir = s.Finish();
-  EXPECT_FALSE(EvaluateOne(dir, "MaxInitializationTime").triggered);
+  EXPECT_SILENT_ON_DATA(EvaluateOne(dir, "MaxInitializationTime"));
   RuleResult strict =
       EvaluateOne(dir, "MaxInitializationTime", {"MaxInitializationTime.threshold=1"});
   ASSERT_TRUE(strict.triggered);
@@ -342,11 +342,11 @@ TEST(OverallRulesTest, SummariesNeverFire) {
   s.Span("n0", "phase", "initialization", kStart, 10 * kSec);
   const std::string dir = s.Finish();
   RuleResult sys = EvaluateOne(dir, "OverallSystemUsage");
-  EXPECT_FALSE(sys.triggered);
+  EXPECT_SILENT_ON_DATA(sys);
   EXPECT_DOUBLE_EQ(sys.details["GPU"]["n0"]["p50"].get<double>(), 50.0);
   EXPECT_DOUBLE_EQ(sys.details["CPU memory"]["n0"]["max"].get<double>(), 25.0);
   RuleResult fw = EvaluateOne(dir, "OverallFrameworkMetrics");
-  EXPECT_FALSE(fw.triggered);
+  EXPECT_SILENT_ON_DATA(fw);
   EXPECT_DOUBLE_EQ(fw.details["modes"]["train"]["data_wait_percent"].get<double>(), 2.5);
   EXPECT_DOUBLE_EQ(fw.details["initialization_ms"].get<double>(), 10000.0);
   EXPECT_DOUBLE_EQ(fw.details["phases"]["initialization"]["duration_ms"].get<double>(), 10000.0);
