@@ -39,6 +39,7 @@ class _A:
     cuda_start = None
     cuda_pending: list = []
     loaders_seen = 0
+    threads_noted = False  # torch's thread counts annotated (at the first training step)
 
 
 A = _A()
@@ -58,8 +59,22 @@ def _open_train_step(start: int) -> None:
     A.step_open = True
     A.step_start = start
     A.micro_batches = 0
+    if not A.threads_noted:
+        _note_torch_threads()
     R.begin_step("train")
     _cuda_step_begin()
+
+
+def _note_torch_threads() -> None:
+    """Once, when training starts: the threads torch runs operators on (set by then), which
+    `trainprof analyze` compares with the cores."""
+    A.threads_noted = True
+    try:
+        torch = sys.modules["torch"]
+        R.annotate(**{"torch.num_threads": torch.get_num_threads(),
+                      "torch.num_interop_threads": torch.get_num_interop_threads()})
+    except Exception as exc:  # noqa: BLE001
+        warn_once("torch_threads", f"could not read torch's thread counts: {exc}")
 
 
 def _close_train_step(end: int) -> None:

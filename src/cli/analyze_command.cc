@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "analyze/advice/rank_advice.h"
 #include "analyze/trace/analysis_json.h"
 #include "analyze/trace/hta_compat.h"
 #include "analyze/trace/rank_trace.h"
@@ -19,6 +20,7 @@ namespace trainprof::cli {
 namespace {
 
 namespace tr = analyze::trace;
+namespace advice = analyze::advice;
 
 std::string Us(int64_t ns) {
   char buf[32];
@@ -73,6 +75,11 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
     tr::ApplyHta(*hta, &results);
   }
   std::vector<tr::Straggler> stragglers = tr::FindStragglers(results);
+  // Averages over the steps that carry each kind of data, and advice that fits the machine
+  // (replacing the trace analysis' step average and recommendations).
+  TP_ASSIGN_OR_RETURN(std::vector<advice::RankSummary> summaries,
+                      advice::SummarizeRun(*run.reader, run.ranks, results));
+  advice::ApplyToAnalyses(summaries, &results);
   std::vector<tr::DiffEntry> diff;
   bool has_diff = !options.diff_base.empty();
   if (has_diff) {
@@ -80,8 +87,9 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
     diff = tr::DiffTraces(base->ranks, run.ranks, o.top_n);
   }
   if (options.json) {
-    out << tr::AnalysisToJson(results, stragglers, has_diff ? &diff : nullptr,
-                              hta ? &hta->kernel_types : nullptr)
+    out << advice::MergeIntoJson(tr::AnalysisToJson(results, stragglers, has_diff ? &diff : nullptr,
+                                                    hta ? &hta->kernel_types : nullptr),
+                                 summaries)
         << "\n";
     return OkStatus();
   }
@@ -129,6 +137,7 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
                        {"cpu_exec", Us(a.cpu_exec_ns)},
                        {"other", Us(a.other_ns)}});
     }
+    out << advice::SummaryText(summaries[static_cast<size_t>(&r - results.data())]);
     for (const auto& rec : r.recommendations) out << "- " << rec << "\n";
     out << "\n";
   }
