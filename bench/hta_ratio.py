@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Speed of `trainprof import kineto` + `trainprof analyze --hta-compat --json` against
+HolisticTraceAnalysis 0.5.0 (load + temporal, kernel and idle breakdowns + comm-comp overlap)
+on every trace under ../shared/data/traces that HTA loads, one line per trace:
+
+    trace  events  trainprof_s  hta_s  ratio  figures  met / NOT met (target >= 10x)
+
+    python3 bench/hta_ratio.py [--repeat N] [--hta-repeat N] [--json OUT] [--only SUBSTRING]
+
+Times are wall seconds (and CPU seconds, user + system, children included), the best of the
+repeats; met / NOT met is judged on wall time. trainprof's include starting both processes
+(import, then analyze); HTA's are in-process after `import hta` (its interpreter start-up and
+import are not counted). "figures" says whether the two agree within 0.1 percentage point
+(tests/python/hta_oracle.py compare). Needs HTA installed (scripts/requirements-dev.txt) and the
+trainprof command ($TRAINPROF_BIN, else the one on PATH / in the venv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data" / "traces"
+sys.path.insert(0, str(REPO / "tests" / "python"))
+
+import hta_oracle  # noqa: E402
+
+TARGET = 10.0
+# Files under ../shared/data/traces that are not Kineto traces (see its MANIFEST.md).
+NOT_TRACES = ("memory_timeline.raw.gz", "benchmark_simple_add_et.json.gz")
+# Several ranks of one job, loaded together (as HTA loads a directory).
+MULTI_RANK = [["HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-0.json.gz",
+               "HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-1.json.gz"]]
+
+
+def trainprof_cmd() -> list[str]:
+    if os.environ.get("TRAINPROF_BIN"):
+        return [os.environ["TRAINPROF_BIN"]]
+    exe = shutil.which("trainprof", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    if exe is None:
+        sys.exit("trainprof not found: set TRAINPROF_BIN or install the package")
+    return [exe]
+
+
+def count_events(path: Path) -> int:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        doc = json.load(f)
+    return len(doc.get("traceEvents", [])) if isinstance(doc, dict) else 0
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime + children_cpu()
+
+
+def time_trainprof(cmd, files, repeat):
+    best, best_cpu, doc = None, None, None
+    for _ in range(repeat):
+        d = tempfile.mkdtemp(prefix="hta_ratio_")
+        try:
+            c0 = children_cpu()
+            t0 = time.perf_counter()
+            subprocess.run(cmd + ["import", "kineto", *map(str, files), "--out", d + "/run"],
+                           check=True, capture_output=True)
+            out = subprocess.run(cmd + ["analyze", d + "/run", "--hta-compat", "--json"],
+                                 check=True, capture_output=True, text=True).stdout
+            wall = time.perf_counter() - t0
+            cpu = children_cpu() - c0
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        best = wall if best is None else min(best, wall)
+        best_cpu = cpu if best_cpu is None else min(best_cpu, cpu)
+        doc = json.loads(out)
+    return best, best_cpu, doc
+
+
+def time_hta(files, repeat):
+    best, best_cpu, figures = None, None, None
+    for _ in range(repeat):
+        c0 = self_cpu()  # HTA parses several ranks in a process pool: children count too
+        t0 = time.perf_counter()
+        figures = hta_oracle.hta_figures(files)
+        wall = time.perf_counter() - t0
+        cpu = self_cpu() - c0
+        best = wall if best is None else min(best, wall)
+        best_cpu = cpu if best_cpu is None else min(best_cpu, cpu)
+    return best, best_cpu, figures
+
+
+def trace_sets(only):
+    singles = sorted(p for p in SHARED.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))
+                     and p.name not in NOT_TRACES)
+    sets = [[p] for p in singles] + [[SHARED / f for f in s] for s in MULTI_RANK]
+    return [s for s in sets if not only or any(only in str(p) for p in s)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="trainprof runs per trace (best kept)")
+    ap.add_argument("--hta-repeat", type=int, default=1, help="HTA runs per trace (best kept)")
+    ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--only", help="only traces whose path contains this")
+    args = ap.parse_args()
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        sys.exit("HTA not installed: pip install holistictraceanalysis==0.5.0")
+    cmd = trainprof_cmd()
+    rows = []
+    print(f"{'trace':56} {'events':>7} {'trainprof_s':>11} {'hta_s':>7} {'ratio':>6}  "
+          f"{'cpu: tp_s':>9} {'hta_s':>6} {'ratio':>6}  figures  wall ratio >= {TARGET:.0f}x")
+    for files in trace_sets(args.only):
+        name = " + ".join(str(f.relative_to(SHARED)) for f in files)
+        try:
+            hta_s, hta_cpu, figures = time_hta(files, args.hta_repeat)
+        except Exception as e:  # noqa: BLE001 - a trace HTA does not load is listed, not timed
+            print(f"{name[-56:]:56} HTA does not load it ({type(e).__name__}): skipped")
+            continue
+        tp_s, tp_cpu, doc = time_trainprof(cmd, files, args.repeat)
+        bad = hta_oracle.compare(figures, hta_oracle.trainprof_figures(doc))
+        ratio = hta_s / tp_s
+        cpu_ratio = hta_cpu / max(tp_cpu, 1e-3)
+        met = "met" if ratio >= TARGET else "NOT met"
+        events = sum(count_events(f) for f in files)
+        print(f"{name[-56:]:56} {events:7d} {tp_s:11.3f} {hta_s:7.3f} {ratio:5.1f}x  "
+              f"{tp_cpu:9.3f} {hta_cpu:6.3f} {cpu_ratio:5.1f}x  "
+              f"{'match' if not bad else 'DIFFER':7}  {met}")
+        for line in bad[:5]:
+            print("      " + line)
+        rows.append({"trace": name, "events": events, "trainprof_s": tp_s, "hta_s": hta_s,
+                     "ratio": ratio, "trainprof_cpu_s": tp_cpu, "hta_cpu_s": hta_cpu,
+                     "cpu_ratio": cpu_ratio, "figures_match": not bad, "met": ratio >= TARGET,
+                     "hta_errors": sorted(figures["errors"])})
+    met = sum(r["met"] for r in rows)
+    print(f"{met} of {len(rows)} traces met (>= {TARGET:.0f}x); figures match on "
+          f"{sum(r['figures_match'] for r in rows)} of {len(rows)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
