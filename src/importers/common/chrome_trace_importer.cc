@@ -166,6 +166,12 @@ class ChromeSink : public TraceSink {
       int64_t n;
       while (r.Next(&k, &v)) {
         if (k == "step_num" && json::ParseLooseInt64(v, &n)) ev.step = n;
+        // `trainprof export smdebug` keeps an event's mode (train/eval/...) in args.mode: only
+        // the step events carry it in their name.
+        if (k == "mode" && o_.flavor == ChromeFlavor::kSmdebugFramework && v.size() <= 66) {
+          std::string mode;
+          if (json::DecodeString(v, &mode)) ev.mode = std::move(mode);
+        }
       }
     }
     return ev;
