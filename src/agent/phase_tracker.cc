@@ -1,6 +1,7 @@
 #include "agent/phase_tracker.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "model/event.h"
 
@@ -21,11 +22,19 @@ Status ValidateMarkName(const std::string& name) {
   if (name.empty() || name.size() > 128) {
     return InvalidArgument("mark name must have 1 to 128 characters");
   }
-  for (char c : name) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-    if (!ok) {
-      return InvalidArgument("mark name '" + name + "': use letters, digits, '_', '.', '-'");
-    }
+  for (size_t i = 0; i < name.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(name[i]);
+    bool ok = std::isalnum(c) || c == '_' || c == '.' || c == '-';
+    if (ok) continue;
+    // Name the character, echoing the name only when it is printable (it may come from a
+    // hostile client and be shown on a terminal).
+    bool printable =
+        std::all_of(name.begin(), name.end(), [](char ch) { return ch >= 0x20 && ch <= 0x7e; });
+    char code[8];
+    std::snprintf(code, sizeof(code), "0x%02x", c);
+    return InvalidArgument("mark name" + (printable ? " '" + name + "'" : std::string()) +
+                           ": character " + std::to_string(i + 1) + " (" + code +
+                           ") is not allowed; use letters, digits, '_', '.', '-'");
   }
   return OkStatus();
 }
@@ -98,6 +107,13 @@ void PhaseTracker::Finish(int64_t run_end_ns) {
 
   std::optional<int64_t> train_start = training_start_ns_ ? training_start_ns_ : first_step_ns_;
   std::optional<int64_t> train_end = training_end_ns_ ? training_end_ns_ : last_step_end_ns_;
+  // The job's phases stay inside the run whatever the steps said (steps also come from the
+  // job's own stores, which nothing else validates): clamp their bounds to [start, end].
+  auto inside = [&](int64_t ts) { return std::clamp(ts, run_start_ns_, run_end_ns); };
+  if (run_end_ns >= run_start_ns_) {
+    if (train_start) train_start = inside(*train_start);
+    if (train_end) train_end = std::max(*train_start, inside(*train_end));
+  }
   if (!train_start) {
     EmitPhase("initialization", run_start_ns_, run_end_ns,
               R"({"note":"no training steps seen: the whole run counts as initialization"})");

@@ -68,6 +68,22 @@ TEST(PhaseTrackerTest, StepsSplitInitializationTrainingFinalization) {
   EXPECT_EQ(by_name["finalization"].duration_ns, 200);
 }
 
+TEST(PhaseTrackerTest, AbsurdStepsCannotStretchTheJobPhasesBeyondTheRun) {
+  std::string dir = testing::TempDir();
+  auto writer = OpenWriter(dir);
+  PhaseTracker phases(writer.get(), 1000, 1);
+  phases.NoteStep(1, INT64_MAX);  // from 1 ns to the end of time
+  phases.Finish(5000);
+  ASSERT_TRUE(writer->Close().ok());
+  int64_t total = 0;
+  for (const auto& e : testing::ReadEvents(dir, "phase")) {
+    EXPECT_GE(e.start_ns, 1000) << e.name;
+    EXPECT_LE(e.start_ns + e.duration_ns, 5000) << e.name;
+    total += e.duration_ns;
+  }
+  EXPECT_EQ(total, 4000);  // initialization + training + finalization tile the run
+}
+
 TEST(PhaseTrackerTest, TrainingMarksDefineTheTrainingPhase) {
   std::string dir = testing::TempDir();
   auto writer = OpenWriter(dir);
@@ -93,6 +109,11 @@ TEST(PhaseTrackerTest, MarkNames) {
   EXPECT_FALSE(ValidateMarkName("").ok());
   EXPECT_FALSE(ValidateMarkName("has space").ok());
   EXPECT_FALSE(ValidateMarkName(std::string(129, 'a')).ok());
+  // A terminal escape is refused without echoing it back.
+  Status bad = ValidateMarkName("a\x1b[2Jb");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message().find('\x1b'), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("0x1b"), std::string::npos) << bad.message();
 }
 
 }  // namespace

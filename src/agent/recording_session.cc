@@ -35,8 +35,15 @@ StatusOr<std::unique_ptr<RecordingSession>> RecordingSession::Open(const Session
     socket = JoinPath(node_dir, kControlSocketName);
   }
   RecordingSession* self = s.get();
+  // Requests are validated against the run; refusals are counted with the run's data quality.
+  ControlServerOptions control_options;
+  control_options.run_start_ns = start_ns;
+  control_options.count = [self](const std::string& counter, int64_t n) {
+    self->writer_->AddCounter(counter, n);
+  };
   auto control = ControlServer::Start(
-      socket, [self](const ControlRequest& r) { return self->HandleControl(r); });
+      socket, [self](const ControlRequest& r) { return self->HandleControl(r); },
+      std::move(control_options));
   if (control.ok()) {
     s->control_ = std::move(*control);
   } else {

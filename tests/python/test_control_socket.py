@@ -1,0 +1,153 @@
+"""The recorder's control socket under hostile or careless clients (issue 20, item 4), end to end
+through `trainprof record`: the socket's mode does not depend on the umask, absurd steps and
+marks are refused with a reason and counted (the run's phases and cost stay sane), and idle
+clients holding connections do not stop `trainprof mark`.
+
+Truth comes from the test itself: the run's bounds are the wall-clock times the job saw, the
+refused messages are the ones it sent, and the costs are checked against those bounds.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.fixture(scope="session")
+def trainprof_bin():
+    from conftest import trainprof_command
+
+    return trainprof_command()[0]
+
+
+def record(trainprof_bin, tmp_path, script, umask=None):
+    run_dir = tmp_path / "run"
+    cmd = [trainprof_bin, "record", "--out", str(run_dir), "--interval", "100ms", "--no-gpu",
+           "--instance-type", "ml.p3.2xlarge", "--", sys.executable, "-c",
+           textwrap.dedent(script)]
+    preexec = (lambda: os.umask(umask)) if umask is not None else None
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=preexec,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return run_dir
+
+
+# The job's helper: one request on a fresh connection, the parsed answer back.
+CLIENT = """
+import json, os, socket, subprocess, sys, time
+SOCK = os.environ["TRAINPROF_SOCKET"]
+def ask(obj):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(SOCK)
+    s.sendall((obj if isinstance(obj, str) else json.dumps(obj)).encode() + b"\\n")
+    data = b""
+    while not data.endswith(b"\\n"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return json.loads(data)
+"""
+
+
+def test_absurd_steps_and_marks_are_refused_and_cost_stays_sane(trainprof_bin, tmp_path):
+    out = tmp_path / "answers.json"
+    script = CLIENT + f"""
+now = time.time_ns()
+answers = {{}}
+answers["huge_step"] = ask({{"type": "step", "start_ns": 1, "end_ns": {INT64_MAX}}})
+answers["future_step"] = ask({{"type": "step", "start_ns": now, "end_ns": now + 10**15}})
+answers["reversed_step"] = ask({{"type": "step", "start_ns": now, "end_ns": now - 10**6}})
+answers["ancient_mark"] = ask({{"type": "mark", "name": "evil_start", "ts_ns": 1}})
+answers["future_mark"] = ask({{"type": "mark", "name": "evil_end", "ts_ns": {INT64_MAX}}})
+answers["long_name"] = ask({{"type": "mark", "name": "x" * 5000}})
+answers["control_chars"] = ask({{"type": "mark", "name": "a\\u001b[2Jb"}})
+answers["float_ts"] = ask({{"type": "mark", "name": "ok_name", "ts_ns": 1.5e18}})
+answers["good_mark"] = ask({{"type": "mark", "name": "download_start", "extra": [1, 2]}})
+time.sleep(0.3)
+answers["good_mark_end"] = ask({{"type": "mark", "name": "download_end"}})
+t = time.time_ns()
+answers["good_step"] = ask({{"type": "step", "start_ns": t - 50_000_000, "end_ns": t}})
+time.sleep(0.3)
+open({str(out)!r}, "w").write(json.dumps(answers))
+"""
+    before = time.time_ns()
+    run_dir = record(trainprof_bin, tmp_path, script)
+    after = time.time_ns()
+    answers = json.loads(out.read_text())
+    refused = [k for k in answers if not k.startswith("good")]
+    for key in refused:
+        assert answers[key]["ok"] is False, (key, answers[key])
+        assert answers[key]["error"], key  # a reason
+    for key in ("good_mark", "good_mark_end", "good_step"):
+        assert answers[key] == {"ok": True}, (key, answers[key])
+
+    exported = tmp_path / "csv"
+    subprocess.run([trainprof_bin, "export", "csv", str(run_dir), "--out", str(exported)],
+                   check=True, capture_output=True)
+    with open(exported / "events.csv") as f:
+        events = list(csv.DictReader(f))
+    with open(exported / "data_quality.csv") as f:
+        counters = {row["counter"]: int(row["value"]) for row in csv.DictReader(f)}
+    assert counters.get("control_requests_refused") == len(refused), counters
+    # Every phase and mark lies inside the wall-clock bounds the test saw.
+    phases = [e for e in events if e["category"] in ("phase", "mark")]
+    assert {e["name"] for e in phases if e["category"] == "mark"} == {
+        "download_start", "download_end"}
+    for e in phases:
+        start = int(e["start_ns"])
+        end = start + int(e["duration_ns"] or 0)
+        assert before <= start <= end <= after, e
+    download = [e for e in events if e["category"] == "phase" and e["name"] == "download"]
+    assert len(download) == 1 and 0.3e9 <= int(download[0]["duration_ns"]) <= after - before
+
+    cost = json.loads(subprocess.run([trainprof_bin, "cost", str(run_dir), "--json"],
+                                     check=True, capture_output=True, text=True).stdout)
+    run_seconds = (after - before) / 1e9
+    assert 0 <= cost["total_cost_usd"] <= 3.825 * (run_seconds + 2) / 3600 * 1.01
+    for phase, seconds in cost["billed_seconds"].items():
+        assert 0 <= seconds <= run_seconds, (phase, seconds)
+
+
+def test_socket_is_private_under_umask_000(trainprof_bin, tmp_path):
+    out = tmp_path / "mode"
+    script = f"""
+import os, stat
+st = os.stat(os.environ["TRAINPROF_SOCKET"])
+open({str(out)!r}, "w").write("%o %d" % (stat.S_IMODE(st.st_mode), stat.S_ISSOCK(st.st_mode)))
+"""
+    record(trainprof_bin, tmp_path, script, umask=0)
+    assert out.read_text() == "600 1"
+
+
+def test_idle_clients_do_not_block_mark(trainprof_bin, tmp_path):
+    out = tmp_path / "mark.json"
+    script = CLIENT + f"""
+idle = []
+for _ in range(8):  # connected, silent, held open for the whole test
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(SOCK)
+    idle.append(s)
+half = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a partial request, never finished
+half.connect(SOCK)
+half.sendall(b'{{"type":"ma')
+idle.append(half)
+t0 = time.monotonic()
+p = subprocess.run([{trainprof_bin!r}, "mark", "checkpoint_start"], capture_output=True, text=True)
+elapsed = time.monotonic() - t0
+open({str(out)!r}, "w").write(json.dumps({{"rc": p.returncode, "err": p.stderr,
+                                          "elapsed": elapsed}}))
+"""
+    record(trainprof_bin, tmp_path, script)
+    result = json.loads(out.read_text())
+    assert result["rc"] == 0, result
+    assert result["elapsed"] < 1.0, result
