@@ -1,13 +1,18 @@
 #include "agent/prometheus_exporter.h"
 
 #include <arpa/inet.h>
-#include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <sstream>
 
+#include "agent/connection_loop.h"
+#include "base/files.h"
 #include "base/logging.h"
 
 namespace trainprof::agent {
@@ -194,40 +199,123 @@ std::string RenderPrometheusText(const LatestSnapshot& snapshot, const model::No
 
 PrometheusServer::~PrometheusServer() { Stop(); }
 
+namespace {
+
+std::string HttpResponse(const std::string& status, const std::string& content_type,
+                         const std::string& body, bool head_only = false) {
+  std::string out = "HTTP/1.1 " + status + "\r\nContent-Type: " + content_type +
+                    "\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\nConnection: close\r\n\r\n";
+  if (!head_only) out += body;
+  return out;
+}
+
+// A listening TCP socket on host:port (port 0: any free port, *port set to the one chosen).
+StatusOr<int> Listen(const std::string& host, int* port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string service = std::to_string(*port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return InvalidArgument(host + ": " + ::gai_strerror(rc));
+  }
+  int err = 0;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
+      sockaddr_storage bound{};
+      socklen_t len = sizeof(bound);
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
+        *port = bound.ss_family == AF_INET6
+                    ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                    : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      }
+      ::freeaddrinfo(found);
+      return fd;
+    }
+    err = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return Unavailable(ErrnoMessage(err));
+}
+
+}  // namespace
+
+std::string PrometheusServer::Respond(std::string_view request) {
+  // "METHOD SP TARGET SP VERSION" on the first line; headers and body are not needed.
+  std::string_view line = request.substr(0, request.find_first_of("\r\n"));
+  size_t sp1 = line.find(' ');
+  size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.substr(sp2 + 1).rfind("HTTP/", 0) != 0) {
+    return HttpResponse("400 Bad Request", "text/plain", "malformed request line\n");
+  }
+  std::string_view method = line.substr(0, sp1);
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  target = target.substr(0, target.find('?'));
+  bool head = method == "HEAD";
+  if (method != "GET" && !head) {
+    return HttpResponse("405 Method Not Allowed", "text/plain", "use GET\n");
+  }
+  if (target == "/metrics") {
+    model::NodeInfo current;
+    {
+      std::lock_guard<std::mutex> lock(node_mu_);
+      current = node_;
+    }
+    return HttpResponse("200 OK", "text/plain; version=0.0.4; charset=utf-8",
+                        RenderPrometheusText(latest_->Get(), current), head);
+  }
+  if (target == "/") {
+    return HttpResponse("200 OK", "text/plain", "trainprof metrics: see /metrics\n", head);
+  }
+  return HttpResponse("404 Not Found", "text/plain", "not found: try /metrics\n", head);
+}
+
 StatusOr<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(const ListenAddress& address,
                                                                     const LatestValues* latest,
                                                                     model::NodeInfo node) {
   std::unique_ptr<PrometheusServer> s(new PrometheusServer());
-  s->server_ = std::make_unique<httplib::Server>();
   s->latest_ = latest;
   s->node_ = std::move(node);
   s->host_ = address.host;
-  PrometheusServer* self = s.get();
-  s->server_->Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
-    model::NodeInfo current;
-    {
-      std::lock_guard<std::mutex> lock(self->node_mu_);
-      current = self->node_;
-    }
-    res.set_content(RenderPrometheusText(self->latest_->Get(), current),
-                    "text/plain; version=0.0.4; charset=utf-8");
-  });
-  s->server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("trainprof metrics: see /metrics\n", "text/plain");
-  });
-  // Two threads are plenty for a scrape endpoint and keep the recorder small.
-  s->server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
   std::string bind_host = address.host == "localhost" ? "127.0.0.1" : address.host;
-  if (address.port == 0) {
-    s->port_ = s->server_->bind_to_any_port(bind_host);
-  } else {
-    s->port_ = s->server_->bind_to_port(bind_host, address.port) ? address.port : -1;
-  }
-  if (s->port_ <= 0) {
+  int port = address.port;
+  StatusOr<int> fd = Listen(bind_host, &port);
+  if (!fd.ok()) {
     return Unavailable("--prometheus: cannot listen on " + address.host + ":" +
-                       std::to_string(address.port) + " (port in use or address not local?)");
+                       std::to_string(address.port) + " (" + fd.status().message() +
+                       "; port in use or address not local?)");
   }
-  s->thread_ = std::thread([self] { self->server_->listen_after_bind(); });
+  s->port_ = port;
+  ConnectionLimits limits;
+  limits.max_connections = kPrometheusMaxConnections;
+  limits.request_timeout_ms = kPrometheusRequestTimeoutMs;
+  limits.write_timeout_ms = 5000;
+  limits.max_request_bytes = 8192;
+  ConnectionHooks hooks;
+  hooks.frame = [](std::string_view data, bool) -> size_t {
+    size_t crlf = data.find("\r\n\r\n");
+    if (crlf != std::string_view::npos) return crlf + 4;
+    size_t lf = data.find("\n\n");
+    return lf == std::string_view::npos ? 0 : lf + 2;
+  };
+  PrometheusServer* self = s.get();
+  hooks.respond = [self](std::string_view request) { return self->Respond(request); };
+  hooks.reject = [](const std::string& reason) {
+    bool large = reason.rfind("request larger", 0) == 0;
+    return HttpResponse(large ? "431 Request Header Fields Too Large" : "408 Request Timeout",
+                        "text/plain", reason + "\n");
+  };
+  TP_ASSIGN_OR_RETURN(s->loop_, ConnectionLoop::Start(*fd, limits, std::move(hooks)));
   return s;
 }
 
@@ -237,14 +325,10 @@ void PrometheusServer::SetNode(model::NodeInfo node) {
 }
 
 void PrometheusServer::Stop() {
-  if (!thread_.joinable()) return;
-  // stop() only acts on a running server: wait (briefly) for the listen loop to have started.
-  for (int i = 0; i < 200 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  server_->stop();
-  thread_.join();
+  if (loop_) loop_->Stop();
 }
+
+const ConnectionStats& PrometheusServer::stats() const { return loop_->stats(); }
 
 std::string PrometheusServer::url() const {
   std::string host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;

@@ -9,22 +9,28 @@
 //
 // The server binds 127.0.0.1 unless told otherwise; a non-loopback address must be asked for
 // explicitly (ParsePrometheusAddress with allow_remote).
-// Threads: cpp-httplib's threads answer requests; they only read LatestValues and NodeInfo.
+// Slow or idle clients cannot stall scrapes (issue 20): one poll loop (connection_loop.h)
+// serves every connection at once, at most kPrometheusMaxConnections open (the oldest dropped
+// for a new one), a request head within kPrometheusRequestTimeoutMs and 8 KiB, one request
+// per connection (HTTP/1.1 with "Connection: close").
+// Threads: the loop's thread answers requests; it only reads LatestValues and NodeInfo.
 
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <string_view>
 
 #include "agent/latest_values.h"
 #include "base/status.h"
 #include "model/run_metadata.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace trainprof::agent {
+
+class ConnectionLoop;
+struct ConnectionStats;
+
+inline constexpr int kPrometheusMaxConnections = 64;
+inline constexpr int64_t kPrometheusRequestTimeoutMs = 2000;
 
 struct ListenAddress {
   std::string host = "127.0.0.1";
@@ -50,12 +56,13 @@ class PrometheusServer {
   void Stop();
   int port() const { return port_; }
   std::string url() const;
+  const ConnectionStats& stats() const;
 
  private:
   PrometheusServer() = default;
+  std::string Respond(std::string_view request);
 
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<ConnectionLoop> loop_;
   std::string host_;
   int port_ = 0;
   const LatestValues* latest_ = nullptr;

@@ -9,10 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "agent/agent_test_util.h"
+#include "agent/connection_loop.h"
 #include "base/files.h"
 #include "base/time.h"
 
@@ -135,6 +139,58 @@ TEST(PrometheusServerTest, ServesTheLatestTick) {
   res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_NE(res->body.find("device=\"total\"} 0.75"), std::string::npos);
+  (*server)->Stop();
+}
+
+// Issue 20: 200 slowloris clients (connected, sending a request head one byte at a time and
+// never finishing it) must not stop a scrape: each scrape still answers within 1 s.
+TEST(PrometheusServerTest, SlowlorisClientsDoNotStallScrapes) {
+  LatestValues latest;
+  latest.Publish(Snapshot());
+  auto server = PrometheusServer::Start(ListenAddress{}, &latest, Node());
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const int port = (*server)->port();
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  std::vector<int> slow;
+  for (int i = 0; i < 200; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << i;
+    const std::string partial = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+    ASSERT_EQ(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(partial.size()));
+    slow.push_back(fd);
+  }
+  // They keep dribbling a header byte every 50 ms (each byte resets a per-read timeout).
+  std::atomic<bool> stop{false};
+  std::thread dribble([&] {
+    while (!stop) {
+      for (int fd : slow) (void)!::send(fd, "X", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  for (int scrape = 0; scrape < 3; ++scrape) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(1, 0);
+    client.set_read_timeout(1, 0);
+    int64_t t0 = MonotonicNowNs();
+    auto res = client.Get("/metrics");
+    double seconds = static_cast<double>(MonotonicNowNs() - t0) / 1e9;
+    ASSERT_TRUE(res) << "scrape " << scrape << " got no answer in " << seconds << " s";
+    EXPECT_EQ(res->status, 200);
+    EXPECT_NE(res->body.find("device=\"total\"} 0.25"), std::string::npos);
+    EXPECT_LT(seconds, 1.0) << "scrape " << scrape;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  stop = true;
+  dribble.join();
+  // The server held a bounded number of them: the oldest were dropped to make room.
+  EXPECT_LE((*server)->stats().max_open.load(), kPrometheusMaxConnections);
+  EXPECT_GE((*server)->stats().evicted.load(), 200 - kPrometheusMaxConnections);
+  for (int fd : slow) ::close(fd);
   (*server)->Stop();
 }
 
