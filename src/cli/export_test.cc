@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/export_writer.h"
+#include "importers/kineto/kineto_importer.h"
 #include "importers/smdebug/smdebug_importer.h"
 #include "model/event.h"
 #include "model/finding.h"
@@ -406,6 +407,87 @@ TEST(ExportChromeTraceTest, KinetoFlowsAndTrackNamesSurviveImportExport) {
   EXPECT_EQ(twice.flows, original.flows);
   EXPECT_TRUE(std::includes(twice.spans.begin(), twice.spans.end(), original.spans.begin(),
                             original.spans.end()));
+}
+
+// Two ranks of one job, each with Kineto's per-process ids and pids: the same flow id (7) and
+// the same CPU pid (100) and GPU pid (0) on both. Flows must not join across ranks, each rank's
+// tracks keep their names with the rank added, and the colliding pids are renumbered.
+TEST(ExportChromeTraceTest, FlowsAndTracksOfSeveralRanksStayApart) {
+  std::string dir = TempDir();
+  std::string run = dir + "/run";
+  model::RunMetadata m;
+  m.name = "two-ranks";
+  m.run_id = model::NewRunId(m.name, kStart);
+  m.start_ns = kStart;
+  ASSERT_TRUE(store::WriteRunMetadata(run, m).ok());
+  model::NodeInfo node;
+  node.node = "host";
+  auto w = store::OpenNodeWriter(run, node);
+  ASSERT_TRUE(w.ok());
+  for (int64_t rank : {0, 1}) {
+    const int64_t t0 = kStart + rank * 1000;
+    auto add = [&](model::EventKind kind, int64_t pid, int64_t tid, int64_t at, int64_t dur,
+                   const std::string& name, const std::string& cat, const std::string& args) {
+      model::Event e;
+      e.kind = kind;
+      e.name = name;
+      e.category = cat;
+      e.rank = rank;
+      e.pid = pid;
+      e.tid = tid;
+      e.start_ns = at;
+      e.duration_ns = dur;
+      e.args = args;
+      (*w)->AppendEvent(std::move(e));
+    };
+    add(model::EventKind::kSpan, 100, 100, t0, 500, "cudaLaunchKernel", "cuda_runtime", "");
+    add(model::EventKind::kInstant, 100, 100, t0, 0, "ac2g", "ac2g",
+        R"({"flow_phase":"s","flow_id":7})");
+    add(model::EventKind::kSpan, 0, 7, t0 + 600, 300, "kernel", "kernel", "");
+    add(model::EventKind::kInstant, 0, 7, t0 + 600, 0, "ac2g", "ac2g",
+        R"({"flow_phase":"f","flow_id":7,"bp":"e"})");
+    using importers::kineto::TrackNameKey;
+    (*w)->SetMeta(TrackNameKey("process_name", rank, 100), "python3");
+    (*w)->SetMeta(TrackNameKey("process_labels", rank, 100), "CPU");
+    (*w)->SetMeta(TrackNameKey("process_name", rank, 0), "python3");
+    (*w)->SetMeta(TrackNameKey("process_labels", rank, 0), "GPU 0");
+    (*w)->SetMeta(TrackNameKey("thread_name", rank, 0, 7), "stream 7 ");
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  std::ostringstream out;
+  ASSERT_TRUE(RunExportChromeTrace({run, dir + "/t.json"}, out).ok()) << out.str();
+  EXPECT_NE(out.str().find("4 flow events"), std::string::npos) << out.str();
+  auto text = ReadFileToString(dir + "/t.json");
+  ASSERT_TRUE(text.ok());
+  json doc = json::parse(*text);
+  std::map<int64_t, std::string> process_names;
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
+  std::map<int64_t, std::vector<std::string>> flows_by_id;  // id -> "ph process/thread"
+  for (const json& e : doc["traceEvents"]) {
+    const int64_t pid = e["pid"], tid = e["tid"];
+    if (e["ph"] == "M" && e["name"] == "process_name") process_names[pid] = e["args"]["name"];
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names[{pid, tid}] = e["args"]["name"];
+  }
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] != "s" && e["ph"] != "f") continue;
+    const int64_t pid = e["pid"], tid = e["tid"];
+    flows_by_id[e["id"].get<int64_t>()].push_back(
+        e["ph"].get<std::string>() + " " + process_names[pid] + "/" + thread_names[{pid, tid}]);
+  }
+  ASSERT_EQ(flows_by_id.size(), 2u);  // one arrow per rank, not one id shared by both
+  for (const auto& [id, ends] : flows_by_id) {
+    const std::string rank = id == 7 ? "0" : "1";
+    EXPECT_EQ(ends, (std::vector<std::string>{"s python3 (host rank " + rank + ")/tid 100",
+                                              "f GPU 0 (host rank " + rank + ")/stream 7 "}))
+        << id;
+  }
+  // Neither rank keeps pid 0 or 100 (both use them), and no two groups share a pid.
+  std::set<std::string> names;
+  for (const auto& [pid, name] : process_names) {
+    EXPECT_TRUE(names.insert(name).second) << name;
+    EXPECT_NE(pid, 0);
+    EXPECT_NE(pid, 100);
+  }
 }
 
 TEST(ExportChromeTraceTest, Errors) {
