@@ -353,9 +353,10 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
           if (std::regex_search(f, mm, metadata_re)) {
             int64_t us;
             if (json::ParseInt64(mm[2].str(), &us)) o.base_time_ns = us * 1000;
+            // The TF trace's own pids are its device tracks (/host:CPU, /device:GPU:0): kept;
+            // the node id's number only names the rank, when it is one.
             Placement at = place(mm[1].str());
             node = at.node;
-            o.pid = at.pid;
             o.rank = at.rank;
           }
         }

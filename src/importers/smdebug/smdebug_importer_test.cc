@@ -175,6 +175,10 @@ TEST(SmdebugImporterTest, TensorflowProfilerTraceAndCProfile) {
   for (size_t i = 0; i < t->size(); ++i) lo = std::min(lo, t->start_ns[i]);
   EXPECT_GE(lo, 1596659864545103000);
   EXPECT_LT(lo, 1596659864854168000);
+  // The node id 80807-8c859046be41.ant.amazon.com names the host; the trace's own pids (its
+  // device tracks) stay.
+  EXPECT_EQ(t->nodes.at(t->node[0]), "8c859046be41.ant.amazon.com");
+  EXPECT_EQ(std::set<int64_t>(t->pid.begin(), t->pid.end()), std::set<int64_t>{49});
   q.categories = {"python_profile"};
   auto p = im.reader->Events(q);
   ASSERT_TRUE(p.ok());
