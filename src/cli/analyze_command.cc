@@ -62,7 +62,6 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
   tr::AnalysisOptions o;
   o.kernel_wait_threshold_ns = static_cast<int64_t>(options.kernel_wait_threshold_us * 1000.0);
   o.hta_count_sync_as_busy = options.hta_compat;
-  o.hta_comm_by_ncclkernel_only = options.hta_compat;
   o.top_n = static_cast<size_t>(options.top);
   std::vector<tr::RankAnalysis> results;
   for (const tr::RankTrace& t : run.ranks) results.push_back(tr::AnalyzeRank(t, o));
@@ -168,7 +167,8 @@ void AddAnalyzeCommand(CLI::App& app, CommandAction* action) {
                   "Gaps shorter than this are kernel_wait (default 30 us)");
   cmd->add_option("--top", opts->top, "Entries in the top lists (default 10)");
   cmd->add_flag("--hta-compat", opts->hta_compat,
-                "Reproduce HTA's known quirks (cuda_sync busy, only ncclKernel is comm)");
+                "HolisticTraceAnalysis 0.5.0's idle, temporal and kernel breakdowns and "
+                "overlap, computed as HTA computes them");
   cmd->callback([opts, action] { action->run = [opts] { return RunAnalyze(*opts, std::cout); }; });
 }
 

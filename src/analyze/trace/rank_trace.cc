@@ -32,11 +32,54 @@ int64_t ArgInt(const std::string& args, const char* quoted_key) {
   return neg ? -v : v;
 }
 
+namespace {
+
+// What a category makes of its events (looked up once per dictionary code, not per event).
+enum class CatRole : uint8_t { kNamedDevice, kMemcpy, kMemset, kSync, kCpu };
+
+CatRole RoleOf(const std::string& cat) {
+  if (cat == "kernel" || cat == "mtia_ccp_events") return CatRole::kNamedDevice;
+  if (cat == "gpu_memcpy") return CatRole::kMemcpy;
+  if (cat == "gpu_memset") return CatRole::kMemset;
+  if (cat == "cuda_sync") return CatRole::kSync;
+  return CatRole::kCpu;
+}
+
+CpuKind CpuKindOf(const std::string& cat) {
+  if (cat == "cpu_op") return CpuKind::kOp;
+  if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "mtia_runtime") {
+    return CpuKind::kRuntime;
+  }
+  if (cat == "user_annotation") return CpuKind::kAnnotation;
+  if (cat == model::kCategoryStep) return CpuKind::kStep;
+  return CpuKind::kOther;
+}
+
+}  // namespace
+
 std::vector<RankTrace> SplitByRank(const store::EventTable& t) {
+  const std::vector<std::string>& cats = t.categories.values();
+  std::vector<CatRole> role(cats.size());
+  std::vector<CpuKind> cpu_kind(cats.size());
+  for (size_t c = 0; c < cats.size(); ++c) {
+    role[c] = RoleOf(cats[c]);
+    cpu_kind[c] = CpuKindOf(cats[c]);
+  }
+  const std::vector<std::string>& names = t.names.values();
+  std::vector<GpuKind> named_kind(names.size());
+  std::vector<char> step_name(names.size());
+  for (size_t n = 0; n < names.size(); ++n) {
+    // Device activities of other accelerators carry memory copies as named kernels.
+    const std::string& nm = names[n];
+    named_kind[n] = StartsWith(nm, "Memcpy") || StartsWith(nm, "dma") ? GpuKind::kMemcpy
+                    : StartsWith(nm, "Memset")                        ? GpuKind::kMemset
+                                                                      : GpuKind::kKernel;
+    step_name[n] = StartsWith(nm, "ProfilerStep#");
+  }
   std::map<std::pair<int64_t, std::string>, RankTrace> by_key;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t.kind[i] != static_cast<uint8_t>(model::EventKind::kSpan)) continue;
-    const std::string& cat = t.categories.at(t.category[i]);
+    const size_t cat = static_cast<size_t>(t.category[i]);
     int64_t rank = t.rank[i] == model::kMissing ? -1 : t.rank[i];
     const std::string& node = t.nodes.at(t.node[i]);
     auto key = std::make_pair(rank, rank >= 0 ? std::string() : node);
@@ -51,20 +94,23 @@ std::vector<RankTrace> SplitByRank(const store::EventTable& t) {
     int64_t end = start + std::max<int64_t>(0, t.duration_ns[i]);
     bool gpu = true;
     GpuKind gk = GpuKind::kKernel;
-    if (cat == "kernel" || cat == "mtia_ccp_events") {
-      // Device activities of other accelerators carry memory copies as named kernels.
-      const std::string& nm = t.names.at(t.name[i]);
-      gk = StartsWith(nm, "Memcpy") || StartsWith(nm, "dma") ? GpuKind::kMemcpy
-           : StartsWith(nm, "Memset")                        ? GpuKind::kMemset
-                                                             : GpuKind::kKernel;
-    } else if (cat == "gpu_memcpy")
-      gk = GpuKind::kMemcpy;
-    else if (cat == "gpu_memset")
-      gk = GpuKind::kMemset;
-    else if (cat == "cuda_sync")
-      gk = GpuKind::kSync;
-    else
-      gpu = false;
+    switch (role[cat]) {
+      case CatRole::kNamedDevice:
+        gk = named_kind[static_cast<size_t>(t.name[i])];
+        break;
+      case CatRole::kMemcpy:
+        gk = GpuKind::kMemcpy;
+        break;
+      case CatRole::kMemset:
+        gk = GpuKind::kMemset;
+        break;
+      case CatRole::kSync:
+        gk = GpuKind::kSync;
+        break;
+      case CatRole::kCpu:
+        gpu = false;
+        break;
+    }
     if (gpu) {
       GpuActivity a;
       a.start_ns = start;
@@ -82,19 +128,10 @@ std::vector<RankTrace> SplitByRank(const store::EventTable& t) {
     c.end_ns = end;
     c.name = t.name[i];
     c.tid = t.tid[i] == model::kMissing ? -1 : t.tid[i];
-    if (cat == "cpu_op")
-      c.kind = CpuKind::kOp;
-    else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "mtia_runtime")
-      c.kind = CpuKind::kRuntime;
-    else if (cat == "user_annotation")
-      c.kind = CpuKind::kAnnotation;
-    else if (cat == model::kCategoryStep)
-      c.kind = CpuKind::kStep;
-    else
-      c.kind = CpuKind::kOther;
+    c.kind = cpu_kind[cat];
     if (c.kind == CpuKind::kOp || c.kind == CpuKind::kAnnotation) {
       // ProfilerStep#N spans are covered by their derived "step" spans.
-      if (StartsWith(t.names.at(t.name[i]), "ProfilerStep#")) continue;
+      if (step_name[static_cast<size_t>(t.name[i])]) continue;
     }
     if (c.kind == CpuKind::kRuntime) c.correlation = ArgInt(t.args[i], "\"correlation\"");
     if (c.kind == CpuKind::kStep) c.step = t.step[i] == model::kMissing ? -1 : t.step[i];
