@@ -32,6 +32,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/json_dump.h"
 #include "cli/commands.h"
 #include "cli/export_writer.h"
 #include "importers/kineto/kineto_importer.h"
@@ -155,7 +156,11 @@ constexpr int64_t kFlowIdGroupStride = 1'000'000'000'000;
 // ourselves; args that are not a JSON object are kept as the string "args_text".
 void AppendOwnArgs(const std::string& args, const std::set<std::string>& taken, std::string* b) {
   if (args.empty()) return;
-  nlohmann::json j = nlohmann::json::parse(args, nullptr, /*allow_exceptions=*/false);
+  // Stored args nested deeper than kMaxExportArgsDepth stay text: nlohmann's dump recurses,
+  // and a million levels (a hostile trace, an older import) overflowed the stack.
+  const bool too_deep = JsonNestingExceeds(args, kMaxExportArgsDepth);
+  nlohmann::json j = too_deep ? nlohmann::json(nlohmann::json::value_t::discarded)
+                              : nlohmann::json::parse(args, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     b->append(",\"args_text\":");
     AppendJsonString(args, b);
@@ -393,7 +398,9 @@ Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostrea
       b.append(",\"recommendation\":");
       AppendJsonString(x.recommendation, &b);
       b.append(",\"evidence\":");
-      nlohmann::json ev = nlohmann::json::parse(x.evidence_json, nullptr, false);
+      nlohmann::json ev = JsonNestingExceeds(x.evidence_json, kMaxExportArgsDepth)
+                              ? nlohmann::json(nlohmann::json::value_t::discarded)
+                              : nlohmann::json::parse(x.evidence_json, nullptr, false);
       if (ev.is_discarded()) {
         AppendJsonString(x.evidence_json, &b);
       } else {

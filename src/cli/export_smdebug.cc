@@ -28,6 +28,7 @@
 #include <set>
 
 #include "base/files.h"
+#include "base/json_dump.h"
 #include "cli/commands.h"
 #include "cli/export_writer.h"
 #include "model/event.h"
@@ -277,7 +278,10 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
         if (rank != model::kMissing) b.append(",\"rank\":").append(std::to_string(rank));
         const std::string& args = t.args[i];
         if (!args.empty()) {
-          nlohmann::json j = nlohmann::json::parse(args, nullptr, false);
+          // Deeper than kMaxExportArgsDepth: kept as text (nlohmann's dump recurses).
+          nlohmann::json j = JsonNestingExceeds(args, kMaxExportArgsDepth)
+                                 ? nlohmann::json(nlohmann::json::value_t::discarded)
+                                 : nlohmann::json::parse(args, nullptr, false);
           if (j.is_object()) {
             for (const auto& [k, v] : j.items()) {
               if (kTaken.count(k)) continue;

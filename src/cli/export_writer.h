@@ -14,6 +14,10 @@
 
 namespace trainprof::cli {
 
+// Stored args nested deeper than this are exported as text ("args_text"), never walked
+// recursively; imports store at most 64 levels (importers' kMaxArgsDepth).
+inline constexpr int kMaxExportArgsDepth = 256;
+
 class ExportFile {
  public:
   // Creates (truncates) `path`; gzip-compressed when `gzip`. The directory must exist.

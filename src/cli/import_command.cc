@@ -1,10 +1,17 @@
 // `trainprof import kineto|smdebug|horovod SRC... --out RUN`: other tools' data into a run.
 
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
 #include "base/json_dump.h"
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -12,20 +19,84 @@
 #include "importers/horovod/horovod_importer.h"
 #include "importers/kineto/kineto_importer.h"
 #include "importers/smdebug/smdebug_importer.h"
+#include "store/run_directory.h"
 
 namespace trainprof::cli {
 namespace {
 
 std::string RankText(int64_t rank) { return rank == model::kMissing ? "-" : std::to_string(rank); }
 
+// Imports into a new directory created exclusively beside the target (mkdtemp: ours alone,
+// 0700 while it fills) and moves it into place only when the import succeeded: a failed
+// import leaves no partial run behind (issue 20). `import(dir, name)` writes the run into dir.
+Status ImportIntoPlace(const ImportOptions& options,
+                       const std::function<Status(const std::string&, const std::string&)>& run) {
+  std::string out = options.out;
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  if (out.empty()) return InvalidArgument("import needs --out RUN_DIR");
+  if (store::IsRunDirectory(out)) {
+    return FailedPrecondition(out + ": already holds a run; import into a new directory");
+  }
+  const bool exists = PathExists(out);
+  if (exists && !IsDirectory(out))
+    return FailedPrecondition(out + ": exists and is not a directory");
+  const size_t slash = out.rfind('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
+  const std::string base = slash == std::string::npos ? out : out.substr(slash + 1);
+  TP_RETURN_IF_ERROR(MakeDirs(parent));
+  std::string tmpl = JoinPath(parent, "." + base + ".importing.XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return Unavailable(parent +
+                       ": cannot create a directory to import into: " + ErrnoMessage(errno));
+  }
+  const std::string tmp = tmpl;
+  auto discard = [&] {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+  };
+  Status s = run(tmp, options.name.empty() ? base : options.name);
+  if (s.ok()) {
+    // The run directory gets the usual mode (0755 less the umask) once complete.
+    const mode_t mask = umask(0);
+    umask(mask);
+    if (chmod(tmp.c_str(), 0755 & ~mask) != 0) s = Unavailable(tmp + ": " + ErrnoMessage(errno));
+  }
+  if (s.ok()) {
+    if (!exists) {
+      if (rename(tmp.c_str(), out.c_str()) != 0) {
+        s = Unavailable(out + ": cannot move the imported run into place: " + ErrnoMessage(errno));
+      }
+    } else {
+      // An existing directory (empty, or holding other files): the run's entries move into
+      // it, run.json last, so that it only looks like a run once complete.
+      for (const char* entry : {store::kNodesDirName, store::kRunJsonName}) {
+        const std::string from = JoinPath(tmp, entry);
+        if (!PathExists(from)) continue;
+        if (rename(from.c_str(), JoinPath(out, entry).c_str()) != 0) {
+          s = Unavailable(JoinPath(out, entry) +
+                          ": cannot move the imported run into place: " + ErrnoMessage(errno));
+          break;
+        }
+      }
+    }
+  }
+  discard();
+  return s;
+}
+
 }  // namespace
 
 Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
   importers::kineto::KinetoImportOptions o;
   o.traces = options.sources;
-  o.out = options.out;
-  o.name = options.name;
-  TP_ASSIGN_OR_RETURN(auto result, importers::kineto::ImportKineto(o));
+  importers::kineto::KinetoImportResult result;
+  TP_RETURN_IF_ERROR(ImportIntoPlace(options, [&](const std::string& dir, const std::string& name) {
+    o.out = dir;
+    o.name = name;
+    TP_ASSIGN_OR_RETURN(result, importers::kineto::ImportKineto(o));
+    return OkStatus();
+  }));
   if (options.json) {
     nlohmann::json j;
     j["run"] = options.out;
@@ -81,9 +152,13 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
   }
   importers::smdebug::SmdebugImportOptions o;
   o.dir = options.sources[0];
-  o.out = options.out;
-  o.name = options.name;
-  TP_ASSIGN_OR_RETURN(auto r, importers::smdebug::ImportSmdebug(o));
+  importers::smdebug::SmdebugImportResult r;
+  TP_RETURN_IF_ERROR(ImportIntoPlace(options, [&](const std::string& dir, const std::string& name) {
+    o.out = dir;
+    o.name = name;
+    TP_ASSIGN_OR_RETURN(r, importers::smdebug::ImportSmdebug(o));
+    return OkStatus();
+  }));
   nlohmann::json j = {{"run", options.out},
                       {"nodes", r.nodes},
                       {"system_files", r.system_files},
@@ -117,10 +192,14 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
 Status RunImportHorovod(const ImportOptions& options, std::ostream& out) {
   importers::horovod::HorovodImportOptions o;
   o.timelines = options.sources;
-  o.out = options.out;
-  o.name = options.name;
   if (options.base_time_us >= 0) o.base_time_ns = options.base_time_us * 1000;
-  TP_ASSIGN_OR_RETURN(auto r, importers::horovod::ImportHorovod(o));
+  importers::horovod::HorovodImportResult r;
+  TP_RETURN_IF_ERROR(ImportIntoPlace(options, [&](const std::string& dir, const std::string& name) {
+    o.out = dir;
+    o.name = name;
+    TP_ASSIGN_OR_RETURN(r, importers::horovod::ImportHorovod(o));
+    return OkStatus();
+  }));
   if (options.json) {
     nlohmann::json j = {
         {"run", options.out}, {"spans", r.spans}, {"instants", r.instants}, {"nodes", r.nodes}};

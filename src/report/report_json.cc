@@ -1,5 +1,7 @@
 #include "report/report_json.h"
 
+#include "base/json_dump.h"
+
 #include "base/time.h"
 
 namespace trainprof::report {
@@ -41,7 +43,11 @@ json OperatorsJson(const std::vector<OperatorRow>& rows) {
 
 json FindingJson(const FindingView& v) {
   const auto& f = v.finding;
-  json evidence = json::parse(f.evidence_json, nullptr, /*allow_exceptions=*/false);
+  // Evidence nested beyond kMaxEvidenceDepth (a hostile store) stays text: dump() recurses.
+  constexpr int kMaxEvidenceDepth = 256;
+  json evidence = JsonNestingExceeds(f.evidence_json, kMaxEvidenceDepth)
+                      ? json(json::value_t::discarded)
+                      : json::parse(f.evidence_json, nullptr, /*allow_exceptions=*/false);
   if (evidence.is_discarded()) evidence = f.evidence_json;  // keep unparseable text as a string
   return {{"rule", f.rule},
           {"severity", model::SeverityName(f.severity)},

@@ -82,7 +82,7 @@ class Streamer {
       ++pos_;
       TP_RETURN_IF_ERROR(Members());
     } else {
-      return DataLoss(Where() + "not a JSON trace: expected '{' or '[' but found " + Show(c));
+      return DataLoss(Where() + "not a JSON trace: expected '{' or '[' but found " + ShowAt());
     }
     result_.bytes = w_.total();
     return result_;
@@ -93,8 +93,12 @@ class Streamer {
     return src_.path() + ": at byte " +
            std::to_string(w_.base_offset() + static_cast<int64_t>(pos_)) + ": ";
   }
+  // What is at pos_: the byte, or "end of file" when the input has ended there (a NUL byte in
+  // the file is shown as the byte it is, not as the end).
+  std::string ShowAt() const {
+    return pos_ < w_.size() ? Show(w_.data()[pos_]) : std::string("end of file");
+  }
   static std::string Show(char c) {
-    if (c == '\0') return "end of file";
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
       char buf[16];
       std::snprintf(buf, sizeof buf, "byte 0x%02x", static_cast<unsigned char>(c));
@@ -145,7 +149,7 @@ class Streamer {
         }
       }
       return DataLoss(Where() + "invalid JSON value starting with " +
-                      Show(pos_ < w_.size() ? w_.data()[pos_] : '\0'));
+                      ShowAt());
     }
   }
 
@@ -168,7 +172,7 @@ class Streamer {
         c = pos_ < w_.size() ? w_.data()[pos_] : '\0';
       }
       first = false;
-      if (c != '"') return DataLoss(Where() + "expected a member name but found " + Show(c));
+      if (c != '"') return DataLoss(Where() + "expected a member name but found " + ShowAt());
       size_t ks, ke;
       bool cut;
       TP_RETURN_IF_ERROR(Value(&ks, &ke, &cut));
