@@ -7,8 +7,9 @@ Rules that can fire on a CPU-only host: StepOutlier, Dataloader, MaxInitializati
 DataLoaderStarvation, GPUIdleBetweenSteps (host-side gaps between steps), HostMemoryGrowth,
 CPUThrottling (when the container is throttled), LongPauses. The GPU rules (CPUBottleneck,
 IOBottleneck, LowGPUUtilization, BatchSize, GPUMemoryIncrease, LoadBalancing, UnderusedInstance)
-need GPU data and must stay silent here; StragglerRank and CommunicationBound need ranks or
-collectives.
+need GPU data: here they read nothing (datapoints 0), which the tests assert as "not judged",
+never as silence; StragglerRank and CommunicationBound need ranks or collectives. A rule a test
+calls silent must have read data (datapoints > 0): silence on no data proves nothing.
 
 The scripts run for seconds, the defaults of some rules need minutes of data; SHORT lowers
 exactly those (the rules' logic is unchanged): Dataloader judges after 1 s of loader events
@@ -83,6 +84,34 @@ def fired(rules: dict) -> set[str]:
     return names - {"ProfilerReport"}
 
 
+# Rules that read every scenario here (steps, the process tree's memory): when they do not
+# fire, they judged and found nothing.
+JUDGED_ON_CPU = ("StepOutlier", "LongPauses", "MaxInitializationTime", "HostMemoryGrowth")
+# Rules that need GPU samples: on a --no-gpu recording they read nothing.
+GPU_RULES = ("CPUBottleneck", "IOBottleneck", "LowGPUUtilization", "BatchSize",
+             "GPUMemoryIncrease", "LoadBalancing", "GPUIdleBetweenSteps")
+
+
+def silent_on_data(rules: dict, *names: str) -> None:
+    """The rules read data and did not fire."""
+    for name in names:
+        assert not rules[name]["triggered"], (name, rules[name]["findings"])
+        assert rules[name]["datapoints"] > 0, f"{name} read no data: its silence proves nothing"
+
+
+def not_judged(rules: dict, *names: str) -> None:
+    """The rules had nothing to read in this job (not a claim that they found nothing)."""
+    for name in names:
+        assert rules[name]["datapoints"] == 0 and not rules[name]["triggered"], name
+
+
+def check_the_others(rules: dict, expected: set[str], unjudged: tuple[str, ...] = ()) -> None:
+    """Every CPU-judged rule not expected to fire read data and stayed silent (but those the
+    job is too short for, `unjudged`, read nothing); the GPU rules were not judged."""
+    silent_on_data(rules, *(n for n in JUDGED_ON_CPU if n not in expected and n not in unjudged))
+    not_judged(rules, *GPU_RULES, *unjudged)
+
+
 def frameworks(rules: dict) -> dict:
     return rules["OverallFrameworkMetrics"]["details"]
 
@@ -90,6 +119,7 @@ def frameworks(rules: dict) -> dict:
 def test_healthy_job_fires_nothing(trainprof_bin, recorded):
     rules = evaluate(trainprof_bin, recorded("healthy"), *SHORT)
     assert fired(rules) == set(), {n: rules[n]["findings"] for n in fired(rules)}
+    check_the_others(rules, set())
     # it really was judged: steps seen by the step rules, memory samples by the memory rule
     assert frameworks(rules)["modes"]["train"]["steps"] == 200
     assert rules["StepOutlier"]["datapoints"] == 200
@@ -105,6 +135,7 @@ def test_slow_data_loader(trainprof_bin, recorded):
     rules = evaluate(trainprof_bin, recorded("slow_loader"), *SHORT)
     expected = {"DataLoaderStarvation"} | ({"Dataloader"} if ONE_LOADER_IS_TOO_FEW else set())
     assert fired(rules) == expected, {n: rules[n]["findings"] for n in fired(rules)}
+    check_the_others(rules, expected)
     starving = rules["DataLoaderStarvation"]["findings"][0]["evidence"]
     # 8 samples x 4 ms of sleep per batch against a step of a few ms
     assert starving["data_wait_share"] > 0.5
@@ -125,6 +156,7 @@ def test_heavy_cpu_preprocessing(trainprof_bin, recorded):
     # per core, so SageMaker's Dataloader rule (worker count against cores) has nothing to say.
     rules = evaluate(trainprof_bin, recorded("cpu_preprocessing"), *SHORT)
     assert fired(rules) == {"DataLoaderStarvation"}, {n: rules[n]["findings"] for n in fired(rules)}
+    check_the_others(rules, {"DataLoaderStarvation"})
     assert rules["DataLoaderStarvation"]["findings"][0]["evidence"]["data_wait_share"] > 0.5
     # the batches were made by the worker processes, not by the training process
     assert rules["Dataloader"]["datapoints"] == 240  # one per batch
@@ -134,18 +166,21 @@ def test_heavy_cpu_preprocessing(trainprof_bin, recorded):
 def test_memory_leak(trainprof_bin, recorded):
     rules = evaluate(trainprof_bin, recorded("memory_leak"), *SHORT)
     assert fired(rules) == {"HostMemoryGrowth"}, {n: rules[n]["findings"] for n in fired(rules)}
+    check_the_others(rules, {"HostMemoryGrowth"})
     ev = rules["HostMemoryGrowth"]["findings"][0]["evidence"]
     # 250 steps keep 1 MiB each
     assert ev["last_bytes"] - ev["first_bytes"] > 64 * 2**20
     assert ev["r_squared"] >= 0.8
-    # with the default duration (10 minutes of trend) a few seconds are not enough to judge
-    assert "HostMemoryGrowth" not in fired(evaluate(trainprof_bin, recorded("memory_leak")))
+    # with the defaults (a 5-minute warm-up, 10 minutes of trend) a few seconds are not enough
+    # to judge: no datapoints, so this says "not judged", not "no leak"
+    not_judged(evaluate(trainprof_bin, recorded("memory_leak")), "HostMemoryGrowth")
 
 
 def test_periodic_slow_steps(trainprof_bin, recorded):
     # defaults: outliers judged after 100 steps, fires after more than 10
     rules = evaluate(trainprof_bin, recorded("periodic_slow_steps"), *SHORT)
     assert fired(rules) == {"StepOutlier"}, {n: rules[n]["findings"] for n in fired(rules)}
+    check_the_others(rules, {"StepOutlier"})
     ev = rules["StepOutlier"]["findings"][0]["evidence"]
     slow = {s["step"] for s in ev["outlier_steps"]}
     # 12 planted slow steps after the first 100 (124, 149, ..., 399), each counted once; a
@@ -164,6 +199,8 @@ def test_slow_start(trainprof_bin, recorded):
     rules = evaluate(trainprof_bin, run_dir, *SHORT, "--rule",
                      f"MaxInitializationTime.threshold={4 / 60}")
     assert fired(rules) == {"MaxInitializationTime"}, {n: rules[n]["findings"] for n in fired(rules)}
+    # 50 short steps: training ends before HostMemoryGrowth's 1-s warm-up after the first step
+    check_the_others(rules, {"MaxInitializationTime"}, unjudged=("HostMemoryGrowth",))
     # It fires as soon as 4 s of data passed without a step (live, that is before the first
     # step, so the finding has no first step); the details hold the measured start-up.
     ev = rules["MaxInitializationTime"]["findings"][0]["evidence"]
@@ -175,5 +212,7 @@ def test_slow_start(trainprof_bin, recorded):
     # a threshold above the measured start-up does not fire; the default (20 min) neither
     above = evaluate(trainprof_bin, run_dir, "--rule",
                      f"MaxInitializationTime.threshold={(init_ms + 1000) / 60000}")
-    assert not above["MaxInitializationTime"]["triggered"]
-    assert fired(evaluate(trainprof_bin, run_dir, *SHORT)) == set()
+    silent_on_data(above, "MaxInitializationTime")
+    defaults = evaluate(trainprof_bin, run_dir, *SHORT)
+    assert fired(defaults) == set()
+    check_the_others(defaults, set(), unjudged=("HostMemoryGrowth",))
