@@ -59,9 +59,11 @@ if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
   fi
   if [[ -z $BROKEN && ! -x .venv-bench/bin/python ]]; then
     echo "== peers (.venv-bench: smdebug, pandas, numpy, psutil)"
-    python3 -m venv .venv-bench &&
-      .venv-bench/bin/pip install -q smdebug requests pandas numpy psutil 2>&1 | tail -3 ||
-      echo "(some peers failed to install: their sections say which)"
+    python3 -m venv .venv-bench
+    for p in smdebug requests pandas numpy psutil; do # one by one: one missing stops no other
+      .venv-bench/bin/pip install -q $p >"$OUT/pip-$p.log" 2>&1 ||
+        echo "($p did not install: $(tail -1 "$OUT/pip-$p.log" | cut -c1-150))"
+    done
   fi
 fi
 

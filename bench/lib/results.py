@@ -448,7 +448,7 @@ def merge(records: list[dict], targets: dict[str, dict]) -> dict:
 def fmt(x: float | None) -> str:
     if x is None:
         return "-"
-    if abs(x) >= 1e5:
+    if abs(x) >= 1e4:
         return f"{x:,.0f}"
     return f"{x:.4g}"
 

@@ -7,8 +7,9 @@ set -euo pipefail
 OUT=$1
 cd "$(dirname "$0")/../.."
 if [[ -x .venv-bench/bin/python ]]; then
-  .venv-bench/bin/pip install -q smdebug pandas requests psutil >/dev/null 2>&1 ||
-    echo "(smdebug peer: some packages failed to install)"
+  for p in smdebug pandas requests psutil; do # one by one: one missing does not stop the rest
+    .venv-bench/bin/pip install -q $p >/dev/null 2>&1 || echo "(smdebug peer: $p did not install)"
+  done
 fi
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
   python3 bench/rules_bench.py --out "$OUT" --reps 3 --smdebug-reps 1 --no-trial-open
