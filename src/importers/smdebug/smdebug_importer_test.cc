@@ -376,6 +376,16 @@ TEST(SmdebugImporterTest, PercentBecomesTheExactDecimalRatio) {
     // strtod of "<text>e-2" is the correctly rounded ratio, independent of our parser.
     EXPECT_EQ(rows[i].second, std::strtod((texts[i] + "e-2").c_str(), nullptr)) << texts[i];
   }
+  // Every value of every real system file is a short decimal, the condition under which the
+  // store's exact-decimal encoding applies (src/store/codec.cc: v == m / 10^e, e <= 18; here
+  // e <= 4 for percents with 2 decimals).
+  Imported all = Import(SharedData(kRes + "test_traces"));
+  auto t = all.reader->SystemMetrics({});
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 78u);
+  for (double v : t->value) {
+    EXPECT_EQ(static_cast<double>(std::llround(v * 1e4)) / 1e4, v) << v;
+  }
 }
 
 // A 10-minute job sampled every 500 ms (SageMaker's default) in SageMaker's format: per-core
