@@ -129,8 +129,8 @@ struct Flow {
 bool ParseFlow(uint8_t kind, const std::string& args, Flow* flow) {
   static constexpr std::string_view kPrefix = "{\"flow_phase\":\"";
   if (kind != static_cast<uint8_t>(model::EventKind::kInstant) ||
-      args.compare(0, kPrefix.size(), kPrefix) != 0) {
-    return false;
+      args.compare(0, kPrefix.size(), kPrefix) != 0 || JsonNestingExceeds(args, 1)) {
+    return false;  // the importer's flow args are one flat object
   }
   nlohmann::json j = nlohmann::json::parse(args, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return false;
