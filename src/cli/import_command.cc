@@ -172,7 +172,9 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
                       {"python_stats_files", r.python_stats_files},
                       {"python_functions", r.python_functions},
                       {"parse_errors", r.parse_errors},
-                      {"skipped", r.skipped}};
+                      {"skipped", r.skipped},
+                      {"truncated_files", r.truncated_files},
+                      {"warnings", r.warnings}};
   if (options.json) {
     out << DumpJson(j, 2) << "\n";
     return OkStatus();
@@ -186,6 +188,7 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
   out << "\n";
   if (r.parse_errors > 0) out << "skipped " << r.parse_errors << " unreadable lines\n";
   for (const auto& s : r.skipped) out << "skipped " << s << "\n";
+  for (const auto& w : r.warnings) out << "warning: " << w << "\n";
   return OkStatus();
 }
 

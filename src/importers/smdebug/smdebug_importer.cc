@@ -46,14 +46,22 @@ std::string Snake(const std::string& s) {
   return out;
 }
 
-std::vector<std::string> FilesUnder(const std::string& dir) {
+// Regular files under `dir`. Symbolic links inside it are not followed (a link to a file
+// or a folder outside would import, or show, what is not the profiler output: /etc/passwd was
+// read as 27 unreadable lines); each is named in *skipped. `dir` itself may be a link.
+std::vector<std::string> FilesUnder(const std::string& dir, std::vector<std::string>* skipped) {
   std::vector<std::string> out;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
+    if (it->is_symlink(ec)) {
+      skipped->push_back(it->path().string() + ": a symbolic link (not followed)");
+      continue;
+    }
     if (it->is_regular_file(ec)) out.push_back(it->path().string());
   }
   std::sort(out.begin(), out.end());
+  std::sort(skipped->begin(), skipped->end());
   return out;
 }
 
@@ -185,7 +193,7 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
                       RunBuilder::Create(options.out, options.name, "import smdebug",
                                          {"trainprof", "import", "smdebug", options.dir}));
   SmdebugImportResult result;
-  std::vector<std::string> files = FilesUnder(options.dir);
+  std::vector<std::string> files = FilesUnder(options.dir, &result.skipped);
   const std::regex system_re(R"((\d+)\.(algo-\d+|[A-Za-z0-9._-]+)\.json(\.corrupt)?$)");
   const std::regex pevents_re(
       R"(^(\d+)_(.+)_(pythontimeline|model_timeline|horovod_timeline)\.json$)");
@@ -333,6 +341,15 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
         continue;
       }
       ++result.framework_files;
+      if (auto t = s->problems.find(dq::kTruncatedFiles); t != s->problems.end()) {
+        // Cut off inside an event: what came before is kept, and the run says so.
+        ++result.truncated_files;
+        std::string warning = path + ": truncated inside an event; imported the " +
+                              std::to_string(s->spans + s->instants) + " events before the cut";
+        w->Annotate(s->end_ns == INT64_MIN ? builder->metadata().start_ns : s->end_ns,
+                    "import_warning", warning);
+        result.warnings.push_back(std::move(warning));
+      }
       result.framework_events += s->spans + s->instants;
       result.steps += s->steps;
       if (s->spans + s->instants > 0) builder->NoteTime(s->start_ns, s->end_ns);

@@ -53,6 +53,10 @@ struct SmdebugImportResult {
   int64_t parse_errors = 0;
   std::vector<std::string> nodes;
   std::vector<std::string> skipped;  // files not understood, with the reason
+  // Files imported only in part (cut off inside an event), also counted in the run as
+  // import_truncated_files; each warning names the file.
+  int64_t truncated_files = 0;
+  std::vector<std::string> warnings;
 };
 
 StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options);
