@@ -337,6 +337,10 @@ StatusOr<std::string> SendControlRequest(const std::string& socket_path,
   if (dir_fd >= 0) ::close(dir_fd);
   if (rc != 0) {
     ::close(fd);
+    if (err == EACCES || err == EPERM) {
+      return FailedPrecondition(socket_path + ": " + ErrnoMessage(err) +
+                                " (the recorder's socket is private to the user that runs it)");
+    }
     return Unavailable(socket_path + ": " + ErrnoMessage(err) +
                        " (is the recorder still running?)");
   }

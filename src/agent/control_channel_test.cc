@@ -10,9 +10,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "agent/agent_test_util.h"
+#include "agent/mark.h"
 #include "base/files.h"
 #include "base/time.h"
 
@@ -290,6 +292,23 @@ TEST(ControlChannelTest, RequestsOutsideTheRunAreRefusedAndCounted) {
   (*server)->Stop();
   EXPECT_EQ(seen.size(), 2u);
   EXPECT_EQ(counted.Get(kControlRequestsRefused), static_cast<int64_t>(bad.size()));
+}
+
+TEST(ControlChannelTest, MarkSaysWhyTheRecorderRefused) {
+  std::string dir = testing::TempDir();
+  std::string path = dir + "/control.sock";
+  auto server = ControlServer::Start(path, [](const ControlRequest&) -> StatusOr<std::string> {
+    return InvalidArgument("the run is over");
+  });
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  MarkOptions options;
+  options.name = "upload_start";
+  options.socket = path;
+  std::ostringstream out;
+  Status status = RunMark(options, out);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.message(), "mark: the recorder at " + path + " refused: the run is over");
+  EXPECT_EQ(out.str(), "");
 }
 
 TEST(ControlChannelTest, ValidatesTimestampsAgainstTheRun) {

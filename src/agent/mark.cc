@@ -1,6 +1,7 @@
 #include "agent/mark.h"
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "agent/control_channel.h"
 #include "agent/phase_tracker.h"
@@ -73,8 +74,14 @@ Status RunMark(const MarkOptions& options, std::ostream& out) {
       last = answer.status();
       continue;
     }
-    if (answer->find("\"ok\":true") == std::string::npos) {
-      return InvalidArgument("mark: the recorder refused: " + *answer);
+    nlohmann::json reply = nlohmann::json::parse(*answer, nullptr, /*allow_exceptions=*/false);
+    if (!reply.is_object() || reply.value("ok", false) != true) {
+      // The recorder's reason (bad name or time, another user's recorder...), else its answer.
+      std::string reason =
+          reply.is_object() && reply.contains("error") && reply["error"].is_string()
+              ? reply["error"].get<std::string>()
+              : *answer;
+      return InvalidArgument("mark: the recorder at " + socket + " refused: " + reason);
     }
     out << "marked " << options.name << " at " << FormatIso8601(*request.ts_ns) << " (" << socket
         << ")\n";

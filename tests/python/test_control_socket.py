@@ -151,3 +151,25 @@ open({str(out)!r}, "w").write(json.dumps({{"rc": p.returncode, "err": p.stderr,
     result = json.loads(out.read_text())
     assert result["rc"] == 0, result
     assert result["elapsed"] < 1.0, result
+
+
+def test_mark_from_another_user_is_refused_with_a_reason(trainprof_bin, tmp_path):
+    out = tmp_path / "mark.json"
+    script = f"""
+import json, os, subprocess
+def as_nobody():
+    os.setgid(65534)
+    os.setuid(65534)
+p = subprocess.run([{trainprof_bin!r}, "mark", "--socket", os.environ["TRAINPROF_SOCKET"],
+                    "intruder_start"], capture_output=True, text=True, preexec_fn=as_nobody)
+open({str(out)!r}, "w").write(json.dumps({{"rc": p.returncode, "err": p.stderr}}))
+"""
+    run_dir = record(trainprof_bin, tmp_path, script)
+    result = json.loads(out.read_text())
+    assert result["rc"] != 0, result
+    assert "private to the user that runs it" in result["err"], result
+    exported = tmp_path / "csv"
+    subprocess.run([trainprof_bin, "export", "csv", str(run_dir), "--out", str(exported)],
+                   check=True, capture_output=True)
+    with open(exported / "events.csv") as f:
+        assert not [e for e in csv.DictReader(f) if e["category"] == "mark"]
