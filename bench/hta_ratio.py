@@ -12,7 +12,7 @@ repeats; met / NOT met is judged on wall time. trainprof's include starting both
 (import, then analyze); HTA's are in-process after `import hta` (its interpreter start-up and
 import are not counted). "figures" says whether the two agree within 0.1 percentage point
 (tests/python/hta_oracle.py compare). Needs HTA installed (scripts/requirements-dev.txt) and the
-trainprof command ($TRAINPROF_BIN, else the one on PATH / in the venv).
+trainprof command ($TRAINPROF_BIN, else the installed package's native executable).
 """
 
 from __future__ import annotations
@@ -44,8 +44,18 @@ MULTI_RANK = [["HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-0.jso
 
 
 def trainprof_cmd() -> list[str]:
+    """$TRAINPROF_BIN, else the native executable the installed package ships (the console
+    script would add a Python start-up to every call), else `trainprof` on PATH."""
     if os.environ.get("TRAINPROF_BIN"):
         return [os.environ["TRAINPROF_BIN"]]
+    try:
+        import trainprof.cli
+
+        native = trainprof.cli.native_executable()
+        if native.exists():
+            return [str(native)]
+    except ImportError:
+        pass
     exe = shutil.which("trainprof", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     if exe is None:
         sys.exit("trainprof not found: set TRAINPROF_BIN or install the package")

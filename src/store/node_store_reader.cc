@@ -287,6 +287,16 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
   chunks.Bind(1, after_chunk_id).Bind(2, query.end_ns).Bind(3, query.start_ns);
   int32_t node_code = out->nodes.Code(info_.node);
   std::vector<EncodedEvent> decoded;
+  // `out`'s dictionary codes by this store's string id, resolved once per id, not hashed per
+  // event (ids are dense indexes into strings_).
+  std::vector<int32_t> name_codes, category_codes, mode_codes;
+  auto code = [](std::vector<int32_t>& memo, Dictionary& dict, uint32_t id,
+                 const std::string& value) {
+    if (id >= memo.size()) memo.resize(static_cast<size_t>(id) + 1, -1);
+    int32_t& c = memo[id];
+    if (c < 0) c = dict.Code(value);
+    return c;
+  };
   // Resolve filters to string ids once per chunk batch; -1 marks "any".
   Status status;
   while (chunks.Step(&status)) {
@@ -314,9 +324,9 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
         continue;
       }
       out->node.push_back(node_code);
-      out->name.push_back(out->names.Code(*name));
-      out->category.push_back(out->categories.Code(*category));
-      out->mode.push_back(out->modes.Code(*mode));
+      out->name.push_back(code(name_codes, out->names, e.name_id, *name));
+      out->category.push_back(code(category_codes, out->categories, e.category_id, *category));
+      out->mode.push_back(code(mode_codes, out->modes, e.mode_id, *mode));
       out->kind.push_back(static_cast<uint8_t>(e.kind));
       out->rank.push_back(e.rank);
       out->pid.push_back(e.pid);
