@@ -1,5 +1,8 @@
 #include "model/run_metadata.h"
 
+#include <cctype>
+#include <string_view>
+
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -51,12 +54,102 @@ StatusOr<json> Parse(const std::string& text, const std::string& origin) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kRedacted = "<redacted>";
+
+// Whether a variable or flag name (any case, '-' or '_') names a secret.
+bool NamesSecret(std::string_view name) {
+  std::string n;
+  for (char c : name) {
+    if (c == '-') c = '_';
+    n.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  }
+  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY",
+                           "ACCESS_KEY", "PRIVATE_KEY", "CREDENTIAL"}) {
+    if (n.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool IsVariableName(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// Passwords in URLs and AWS access key ids, wherever they appear in an argument.
+std::string RedactInside(std::string a) {
+  for (size_t from = 0;;) {
+    size_t scheme = a.find("://", from);
+    if (scheme == std::string::npos) break;
+    size_t start = scheme + 3;
+    size_t end = a.find_first_of("/?# ", start);
+    if (end == std::string::npos) end = a.size();
+    size_t at = a.rfind('@', end);
+    size_t colon = a.find(':', start);
+    if (at != std::string::npos && at >= start && colon != std::string::npos && colon < at) {
+      a.replace(colon + 1, at - colon - 1, kRedacted);
+      end = colon + 1 + std::string_view(kRedacted).size();
+    }
+    from = end;
+  }
+  for (size_t i = 0; i + 20 <= a.size(); ++i) {
+    if (a.compare(i, 4, "AKIA") != 0 && a.compare(i, 4, "ASIA") != 0) continue;
+    bool key = true;
+    for (size_t k = i + 4; k < i + 20 && key; ++k) {
+      key = std::isupper(static_cast<unsigned char>(a[k])) ||
+            std::isdigit(static_cast<unsigned char>(a[k]));
+    }
+    if (key) a.replace(i, 20, kRedacted);
+  }
+  return a;
+}
+
+}  // namespace
+
+std::vector<std::string> RedactCommand(const std::vector<std::string>& command) {
+  std::vector<std::string> out;
+  out.reserve(command.size());
+  bool redact_next = false;
+  for (const std::string& arg : command) {
+    if (redact_next) {
+      redact_next = false;
+      out.emplace_back(kRedacted);
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    if (arg.size() > 2 && arg[0] == '-') {
+      const size_t dashes = arg[1] == '-' ? 2 : 1;
+      const std::string_view name = std::string_view(arg).substr(
+          dashes, eq == std::string::npos ? std::string::npos : eq - dashes);
+      if (NamesSecret(name)) {
+        if (eq == std::string::npos) {
+          redact_next = true;  // --token VALUE
+          out.push_back(arg);
+        } else {
+          out.push_back(arg.substr(0, eq + 1) + kRedacted);
+        }
+        continue;
+      }
+    } else if (eq != std::string::npos && IsVariableName(std::string_view(arg).substr(0, eq)) &&
+               NamesSecret(std::string_view(arg).substr(0, eq))) {
+      out.push_back(arg.substr(0, eq + 1) + kRedacted);  // HF_TOKEN=VALUE
+      continue;
+    }
+    out.push_back(RedactInside(arg));
+  }
+  return out;
+}
+
 std::string RunMetadataToJson(const RunMetadata& m) {
   json j;
   j["format_version"] = m.format_version;
   j["run_id"] = m.run_id;
   j["name"] = m.name;
-  j["command"] = m.command;
+  j["command"] = RedactCommand(m.command);
   j["start_ns"] = m.start_ns;
   PutOptional(j, "end_ns", m.end_ns);
   PutOptional(j, "exit_status", m.exit_status);

@@ -49,6 +49,13 @@ struct RunMetadata {
   std::string trainprof_version;
 };
 
+// The command line with well-known secret shapes replaced by "<redacted>": NAME=value
+// assignments whose NAME holds TOKEN, SECRET, PASSWORD, PASSWD, API_KEY, APIKEY, ACCESS_KEY,
+// PRIVATE_KEY or CREDENTIAL; --flags naming such a thing (--api-key=V, --token V, --hf_token=V,
+// --client-secret=V); passwords in URLs (scheme://user:PASSWORD@host); AWS access key ids
+// (AKIA/ASIA + 16). RunMetadataToJson applies it: run.json never holds them.
+std::vector<std::string> RedactCommand(const std::vector<std::string>& command);
+
 std::string RunMetadataToJson(const RunMetadata& m);
 // `origin` names the file in error messages.
 StatusOr<RunMetadata> RunMetadataFromJson(const std::string& text, const std::string& origin);

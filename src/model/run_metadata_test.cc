@@ -60,3 +60,67 @@ TEST(RunMetadataTest, DetectsThisMachine) {
 
 }  // namespace
 }  // namespace trainprof::model
+
+namespace trainprof::model {
+namespace {
+
+// Issue 20, item 6: run.json (and the report, which shows it) held the full command line,
+// secrets included. Well-known secret shapes are redacted before it is written; the rest of
+// the command stays as typed.
+TEST(RunMetadataTest, SecretsInTheCommandLineAreRedacted) {
+  RunMetadata m;
+  m.run_id = "r";
+  m.start_ns = 1;
+  const std::string key = "AKIA" + std::string("IOSFODNN7EXAMPLE");
+  m.command = {"env",
+               "WANDB_API_KEY=abc123",
+               "HF_TOKEN=hf_xyz",
+               "DB_PASSWORD=hunter2",
+               "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI",
+               "EPOCHS=3",
+               "python",
+               "train.py",
+               "--api-key=k-123",
+               "--token",
+               "t-456",
+               "--hf_token=t-789",
+               "--password",
+               "p@ss",
+               "--client-secret=s-1",
+               "--epochs",
+               "3",
+               "--data=s3://user:pw123@bucket/x",
+               "--aws-key-id=" + key,
+               "--lr=0.1"};
+  auto back = RunMetadataFromJson(RunMetadataToJson(m), "run.json");
+  ASSERT_TRUE(back.ok());
+  const std::vector<std::string> expected = {"env",
+                                             "WANDB_API_KEY=<redacted>",
+                                             "HF_TOKEN=<redacted>",
+                                             "DB_PASSWORD=<redacted>",
+                                             "AWS_SECRET_ACCESS_KEY=<redacted>",
+                                             "EPOCHS=3",
+                                             "python",
+                                             "train.py",
+                                             "--api-key=<redacted>",
+                                             "--token",
+                                             "<redacted>",
+                                             "--hf_token=<redacted>",
+                                             "--password",
+                                             "<redacted>",
+                                             "--client-secret=<redacted>",
+                                             "--epochs",
+                                             "3",
+                                             "--data=s3://user:<redacted>@bucket/x",
+                                             "--aws-key-id=<redacted>",
+                                             "--lr=0.1"};
+  EXPECT_EQ(back->command, expected);
+  const std::string text = RunMetadataToJson(m);
+  for (const char* secret : {"abc123", "hf_xyz", "hunter2", "wJalrXUtnFEMI", "k-123", "t-456",
+                             "t-789", "p@ss", "s-1", "pw123", "IOSFODNN7EXAMPLE"}) {
+    EXPECT_EQ(text.find(secret), std::string::npos) << secret;
+  }
+}
+
+}  // namespace
+}  // namespace trainprof::model
