@@ -12,6 +12,7 @@
 #include "base/time.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "cli/cost_command.h"
 #include "cli/report_providers.h"
 #include "store/run_directory.h"
 
@@ -225,6 +226,151 @@ TEST(RulesCostTest, ReportFindingsCarryTheirCost) {
   std::stringstream page;
   page << html.rdbuf();
   EXPECT_NE(page.str().find("Cost impact: ≈ $0.41"), std::string::npos);
+}
+
+// A planted 2-rank DDP job on one ml.g5.12xlarge (7.09 $/h, local NVMe: no storage line),
+// 300 ms per step for both ranks: rank 1 loses 100 ms between its 200 ms steps (20 ms of them
+// in all_reduce); rank 0 waits 120 ms in all_reduce inside its 300 ms steps. Rank 1 is the
+// cause: 280 ms of its own per step against the median 230 ms. The first 60-s window holds 200
+// steps of each rank, so the other rank waits (280 - 230) ms x 200 steps x 1 rank = 10 s, at
+// the rank's half of the instance: 10 x 7.09 / 3600 / 2 = $0.0098472.
+TEST(RulesCostTest, PlantedStragglerIsTheCauseAndPricedFromItsOwnTime) {
+  std::string dir = TempDir() + "/run";
+  model::RunMetadata m;
+  m.run_id = "ddp";
+  m.start_ns = kT0;
+  m.end_ns = At(300);
+  m.instance_type = "ml.g5.12xlarge";
+  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
+  model::NodeInfo n;
+  n.node = "algo-1";
+  auto w = store::OpenNodeWriter(dir, n);
+  ASSERT_TRUE(w.ok());
+  auto span = [&](const char* name, const char* category, int64_t start, int64_t dur, int64_t rank,
+                  int64_t step) {
+    model::Event e;
+    e.name = name;
+    e.category = category;
+    e.start_ns = start;
+    e.duration_ns = dur;
+    e.rank = rank;
+    e.pid = 100 + rank;
+    e.tid = e.pid;
+    if (step >= 0) {
+      e.mode = "train";
+      e.step = step;
+    }
+    (*w)->AppendEvent(std::move(e));
+  };
+  constexpr int64_t kMs = 1'000'000;
+  for (int64_t step = 0; step < 1000; ++step) {
+    const int64_t t = kT0 + step * 300 * kMs;
+    span("step", model::kCategoryStep, t, 300 * kMs, 0, step);
+    span("all_reduce", "collective", t + 160 * kMs, 120 * kMs, 0, -1);
+    span("step", model::kCategoryStep, t + 100 * kMs, 200 * kMs, 1, step);
+    span("all_reduce", "collective", t + 260 * kMs, 20 * kMs, 1, -1);
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  std::ostringstream out;
+  RulesOptions o = Options(dir);
+  o.overrides = {"StragglerRank.threshold_ratio=1.15"};
+  ASSERT_TRUE(RunRules(o, out).ok()) << out.str();
+  auto j = nlohmann::json::parse(out.str());
+  const nlohmann::json* f = OnlyFinding(j, "StragglerRank");
+  ASSERT_NE(f, nullptr) << out.str();
+  EXPECT_EQ((*f)["device"], "rank1");
+  EXPECT_EQ((*f)["evidence"]["steps_in_window"], 200);
+  EXPECT_NEAR((*f)["evidence"]["ratio"].get<double>(), 1.2174, 1e-9);
+  ASSERT_TRUE((*f)["cost_usd"].is_number()) << f->dump();
+  EXPECT_NEAR((*f)["cost_usd"].get<double>(), 10 * 7.09 / 3600 / 2, 1e-9);
+}
+
+// A CPU-only job (4 cores, no GPU listed or sampled) on its own ml.m5.xlarge (4 vCPUs, no
+// accelerator): steps of 1 s waiting 0.6 s for data, CPU 50 % busy. The stall is found and
+// priced, and no rule, report line or what-if gives GPU advice.
+TEST(RulesCostTest, CpuOnlyJobGetsNoGpuAdviceAnywhere) {
+  std::string run = TempDir() + "/run";
+  model::RunMetadata m;
+  m.run_id = "cpu";
+  m.start_ns = kT0;
+  m.end_ns = At(600);
+  m.source = "record";
+  m.instance_type = "ml.m5.xlarge";
+  ASSERT_TRUE(store::WriteRunMetadata(run, m).ok());
+  model::NodeInfo n;
+  n.node = "algo-1";
+  n.cpu_cores = 4;
+  n.memory_total_bytes = 16LL << 30;
+  auto w = store::OpenNodeWriter(run, n);
+  ASSERT_TRUE(w.ok());
+  for (int c = 0; c <= 4; ++c) {
+    auto s = (*w)->Series("cpu_utilization_ratio", c == 4 ? "total" : "cpu" + std::to_string(c));
+    for (int i = 1; i <= 600; ++i) (*w)->Append(s, At(i), 0.5);
+  }
+  for (int i = 0; i < 500; ++i) {
+    auto span = [&](const char* name, const char* category, double start, double dur) {
+      model::Event e;
+      e.name = name;
+      e.category = category;
+      e.start_ns = At(start);
+      e.duration_ns = At(start + dur) - At(start);
+      e.mode = "train";
+      e.step = i;
+      e.pid = 100;
+      e.tid = 100;
+      (*w)->AppendEvent(std::move(e));
+    };
+    span("step", model::kCategoryStep, 50 + i, 1);
+    span("data_wait", model::kCategoryDataWait, 50 + i, 0.6);
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  std::ostringstream summary;
+  FinishRecordedRun(run, summary);
+  std::ifstream in(run + "/report.json");
+  auto j = nlohmann::json::parse(in);
+  // The planted stall: steps 5-54 (after the 5 warm-up steps), 60 % waiting; priced as 50 x
+  // 0.6 s = 30 s of the instance: 0.23 $/h + 30 GB x 0.14 $/GB-month / 730 h
+  // = 6.548706e-5 $/s -> $0.0019646.
+  bool stall = false;
+  std::vector<std::string> advice;
+  for (const auto& r : j["rules"]["rules"]) {
+    for (const auto& f : r["findings"]) {
+      advice.push_back(f["recommendation"]);
+      advice.push_back(f["message"]);
+      if (f["rule"] != "DataLoaderStarvation") continue;
+      stall = true;
+      auto ev = f["evidence"].is_string() ? nlohmann::json::parse(f["evidence"].get<std::string>())
+                                          : f["evidence"];
+      EXPECT_DOUBLE_EQ(ev["data_wait_share"].get<double>(), 0.6);
+      EXPECT_EQ(ev["first_step"], 5);
+      EXPECT_EQ(ev["last_step"], 54);
+      EXPECT_EQ(ev["gpu"], false);
+      EXPECT_NEAR(f["cost_usd"].get<double>(), 30 * (0.23 / 3600 + 30 * 0.14 / (730 * 3600.0)),
+                  1e-9);
+    }
+  }
+  EXPECT_TRUE(stall) << j["rules"].dump();
+  for (const auto& c : j["summary"]["top_changes"]) {
+    advice.push_back(c["title"]);
+    advice.push_back(c["detail"]);
+  }
+  std::ostringstream cost_out;
+  CostCommandOptions co;
+  co.run = run;
+  co.json = true;
+  ASSERT_TRUE(RunCost(co, cost_out).ok()) << cost_out.str();
+  auto cost = nlohmann::json::parse(cost_out.str());
+  for (const auto& wi : cost["what_ifs"]) {
+    advice.push_back(wi["title"]);
+    advice.push_back(wi["action"]);
+  }
+  for (const auto& wn : cost["warnings"]) advice.push_back(wn);
+  EXPECT_GE(advice.size(), 4u);
+  for (const std::string& text : advice) {
+    for (const char* word : {"GPU", "accelerator", "pin_memory", "pin host memory", "CUDA"}) {
+      EXPECT_EQ(text.find(word), std::string::npos) << word << " in: " << text;
+    }
+  }
 }
 
 }  // namespace

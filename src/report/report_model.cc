@@ -672,9 +672,15 @@ void BuildVerdict(const GpuTotals& gpu, Report& report) {
         "Waiting for data takes " + FormatPercent(*dl.wait_share) + " of training step time";
     if (dl.workers) detail += " with " + std::to_string(*dl.workers) + " loader workers";
     if (dl.cpu_cores) detail += " on " + std::to_string(*dl.cpu_cores) + " cores";
-    detail += ". Add loader workers, prefetch batches and pin host memory.";
+    // Advice that fits the machine: pinned memory and "accelerators" only where there is one.
+    const bool has_gpu = s.gpu_count > 0 || gpu.samples > 0;
+    detail += has_gpu ? ". Add loader workers, prefetch batches and pin host memory."
+                      : ". Add loader workers (within the cores torch's operator threads leave "
+                        "free) and prefetch batches, or make the per-sample work cheaper.";
     candidates.push_back(
-        {3 + *dl.wait_share * 10, {"Feed the accelerators faster", detail, "report heuristic"}});
+        {3 + *dl.wait_share * 10,
+         {has_gpu ? "Feed the accelerators faster" : "Feed the training loop faster", detail,
+          "report heuristic"}});
   }
   if (s.gpu_utilization_mean && *s.gpu_utilization_mean < 0.5 &&
       !(dl.wait_share && *dl.wait_share > 0.2)) {

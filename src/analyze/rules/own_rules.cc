@@ -95,6 +95,7 @@ class StepWindowRule : public Rule {
 class DataLoaderStarvationRule : public StepWindowRule {
  public:
   using StepWindowRule::StepWindowRule;
+  void OnSnapshot(const Snapshot& snap) override { gpus_.OnSnapshot(ctx(), snap); }
 
  protected:
   bool Measure(const StepRow& s, int64_t, double* part) override {
@@ -110,16 +111,26 @@ class DataLoaderStarvationRule : public StepWindowRule {
     const model::NodeInfo* info = ctx().NodeInfo(st.node);
     const json cores = info && info->cpu_cores ? json(*info->cpu_cores) : json(nullptr);
     const double n = static_cast<double>(st.steps);
+    const std::string cores_text = cores.is_null() ? std::string("n/a") : DumpJson(cores);
+    const bool gpu = gpus_.Has(ctx(), st.node);
     Emit(MakeFinding(
         Severity::kWarning, node, WhoDevice(st.rank, st.pid), st.start_ns, st.end_ns,
         Capitalized(Who(st.rank, st.pid)) + " on " + node + " waits for its next batch " +
             Pct(share) + " of the step time (steps " + std::to_string(st.first_step) + "-" +
             std::to_string(st.last_step) + ", threshold " + Pct(threshold_) + ")",
-        "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to the "
-        "cores per GPU (this node: " +
-            (cores.is_null() ? std::string("n/a") : DumpJson(cores)) +
-            "), pin_memory=True, persistent_workers=True and a larger prefetch_factor; move "
-            "decoding/augmentation to the GPU or pre-process the dataset offline.",
+        gpu ? "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to "
+              "the cores per GPU (this node: " +
+                  cores_text +
+                  " cores), pin_memory=True, persistent_workers=True and a larger "
+                  "prefetch_factor; move decoding/augmentation to the GPU or pre-process the "
+                  "dataset offline."
+            : "The input pipeline cannot keep up. Use DataLoader(num_workers=N) "
+              "(this node: " +
+                  cores_text +
+                  " cores, shared with torch's operator threads: keep workers + "
+                  "torch.get_num_threads() within them), persistent_workers=True and a larger "
+                  "prefetch_factor, make decoding/augmentation cheaper, or pre-process the "
+                  "dataset offline.",
         {{"data_wait_share", Round(share)},
          {"mean_data_wait_ms", Round(st.part_ns / n / 1e6, 3)},
          {"mean_step_ms", Round(st.step_ns / n / 1e6, 3)},
@@ -127,8 +138,12 @@ class DataLoaderStarvationRule : public StepWindowRule {
          {"first_step", st.first_step},
          {"last_step", st.last_step},
          {"threshold_ratio", threshold_},
-         {"cores", cores}}));
+         {"cores", cores},
+         {"gpu", gpu}}));
   }
+
+ private:
+  GpuPresence gpus_;
 };
 
 class GpuIdleBetweenStepsRule : public StepWindowRule {
@@ -387,6 +402,7 @@ class RankWindowRule : public Rule {
 
   void OnStep(const StepRow& s) override {
     Tick(s.end_ns());
+    Grow(node_ids_, static_cast<size_t>(s.node)) = ctx().NodeName(s.node);
     Rank& r = ranks_[{ctx().NodeName(s.node), s.rank}];
     r.durations_ms.push_back(static_cast<double>(s.duration_ns) / 1e6);
     if (Recorded(s.data_wait_ns)) r.data_wait_ns += s.data_wait_ns;
@@ -404,6 +420,7 @@ class RankWindowRule : public Rule {
     r.own_ms.push_back(static_cast<double>(s.duration_ns + gap - coll) / 1e6);
     ++result().datapoints;
   }
+  void OnSnapshot(const Snapshot& snap) override { gpus_.OnSnapshot(ctx(), snap); }
   void OnSpan(const SpanEvent& e) override {
     Tick(e.end_ns());
     if (e.category != "collective") return;
@@ -430,8 +447,18 @@ class RankWindowRule : public Rule {
   using RankKey = std::pair<std::string, int64_t>;
   virtual void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) = 0;
 
+  // Whether a node (by name) has a GPU, for advice that fits the machine.
+  bool HasGpu(const std::string& node_name) const {
+    for (int32_t i = 0; i < static_cast<int32_t>(node_ids_.size()); ++i) {
+      if (node_ids_[static_cast<size_t>(i)] == node_name) return gpus_.Has(ctx(), i);
+    }
+    return false;
+  }
+
   double threshold_;
   int64_t max_gap_ns_ = 10 * 1'000'000'000LL;
+  GpuPresence gpus_;
+  std::vector<std::string> node_ids_;  // engine node id -> name, as seen
 
  private:
   void Tick(int64_t t) {
@@ -513,11 +540,14 @@ class StragglerRankRule : public RankWindowRule {
                    ? "; it waits least in collectives while other ranks wait up to " +
                          Fixed(others_coll) + " ms per step for it"
                    : std::string()),
-          "One rank is slower than the others and, in synchronous training, holds all of them "
-          "back (they wait for it in their collectives). Check that rank's time between steps "
-          "(logging, checkpoints, host synchronisation on that rank only), its GPU (clocks, "
-          "temperature, throttling, other processes), its data shard (size, sequence lengths) "
-          "and its host (CPU contention, slower disk).",
+          std::string("One rank is slower than the others and, in synchronous training, holds "
+                      "all of them back (they wait for it in their collectives). Check that "
+                      "rank's time between steps (logging, checkpoints, host synchronisation on "
+                      "that rank only), ") +
+              (HasGpu(key.first) ? "its GPU (clocks, temperature, throttling, other processes), "
+                                 : "its CPU share (other processes, threads per rank), ") +
+              "its data shard (size, sequence lengths) and its host (CPU contention, slower "
+              "disk).",
           {{"rank_median_own_ms", Round(a.own, 3)},
            {"median_of_ranks_own_ms", Round(typical, 3)},
            {"ratio", Round(ratio, 4)},
@@ -554,10 +584,15 @@ class CommunicationBoundRule : public RankWindowRule {
           Severity::kWarning, key.first, WhoDevice(key.second, 0), start, end,
           Capitalized(Who(key.second, 0)) + " on " + key.first + " spends " + Pct(share) +
               " of its step time in collective communication (threshold " + Pct(threshold_) + ")",
-          "Communication dominates the step: overlap it with compute (DDP bucket_cap_mb, "
-          "gradient_as_bucket_view, FSDP prefetch), communicate less (gradient accumulation, a "
-          "larger per-GPU batch, bf16/fp16 gradient compression), or use a faster interconnect "
-          "(NVLink, EFA) / fewer nodes.",
+          HasGpu(key.first)
+              ? "Communication dominates the step: overlap it with compute (DDP bucket_cap_mb, "
+                "gradient_as_bucket_view, FSDP prefetch), communicate less (gradient "
+                "accumulation, a larger per-GPU batch, bf16/fp16 gradient compression), or use a "
+                "faster interconnect (NVLink, EFA) / fewer nodes."
+              : "Communication dominates the step: a rank may be waiting for a slower one "
+                "(StragglerRank), or overlap it with compute (DDP bucket_cap_mb), communicate "
+                "less (gradient accumulation, a larger batch per rank), or use fewer, larger "
+                "nodes / a faster network.",
           {{"collective_share", Round(share)},
            {"collective_ms", Ms(r.collective_ns)},
            {"step_ms", Ms(r.step_ns)},

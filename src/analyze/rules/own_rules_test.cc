@@ -30,6 +30,26 @@ TEST(DataLoaderStarvationTest, FiresWhenTheLoopWaitsForBatches) {
   EXPECT_NE(r.findings[0].recommendation.find("pin_memory"), std::string::npos);
 }
 
+TEST(DataLoaderStarvationTest, NoGpuAdviceOnACpuOnlyNode) {
+  // The same starved loop on a 4-core node without GPUs: the advice fits the machine.
+  Scenario s("starved_cpu");
+  s.Node("n0", 4, 0);
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = Jitter(step, 100);
+            *compute = Jitter(step, 150);
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
+  ASSERT_EQ(r.findings.size(), 1u);
+  const std::string& advice = r.findings[0].recommendation;
+  EXPECT_NE(advice.find("num_workers"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("4 cores"), std::string::npos) << advice;
+  for (const char* word : {"GPU", "pin_memory"}) {
+    EXPECT_EQ(advice.find(word), std::string::npos) << word << " in: " << advice;
+  }
+  EXPECT_EQ(Evidence(r.findings[0])["gpu"], false);
+}
+
 TEST(DataLoaderStarvationTest, SilentWhenBatchesAreReady) {
   Scenario s("fed");
   s.Steps("n0", 0, kStart, kStart + 300 * kSec,

@@ -142,6 +142,32 @@ inline std::string Who(int64_t rank, int64_t pid) {
   return "the training process";
 }
 
+// Whether a node has a GPU: its facts list one or GPU samples were seen. Rules whose advice
+// differs on a machine without a GPU feed it their snapshots. No GPU: no GPU advice.
+class GpuPresence {
+ public:
+  void OnSnapshot(const RunContext& ctx, const Snapshot& snap) {
+    const size_t node = static_cast<size_t>(snap.node);
+    if (node < seen_.size() && seen_[node] != 0) return;
+    for (const SampleValue& v : snap.values) {
+      if (ctx.Series(v.series).kind == MetricKind::kGpuUtil) {
+        Grow(seen_, static_cast<size_t>(snap.node)) = 1;
+        return;
+      }
+    }
+  }
+  bool Has(const RunContext& ctx, int32_t node) const {
+    if (static_cast<size_t>(node) < seen_.size() && seen_[static_cast<size_t>(node)] != 0) {
+      return true;
+    }
+    const model::NodeInfo* info = ctx.NodeInfo(node);
+    return info != nullptr && !info->gpus.empty();
+  }
+
+ private:
+  std::vector<uint8_t> seen_;
+};
+
 // Rules each built-in source file contributes.
 struct BuiltinRule {
   RuleSpec spec;

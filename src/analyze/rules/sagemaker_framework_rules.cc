@@ -106,6 +106,7 @@ class DataloaderRule : public Rule {
         patience_(this->params().Integer("patience")) {}
 
   void OnSnapshot(const Snapshot& snap) override {
+    gpus_.OnSnapshot(ctx(), snap);
     NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
     for (const SampleValue& v : snap.values) {
       if (ctx().Series(v.series).kind == MetricKind::kCpuCore) {
@@ -179,8 +180,11 @@ class DataloaderRule : public Rule {
                        "Only " + Fixed(median, 0) + " data-loader processes run in parallel on " +
                            node + " for " + std::to_string(cores) + " cores (fewer than " +
                            Fixed(min_threshold_, 0) + "% of the cores)",
-                       "Raise DataLoader(num_workers=...) towards the number of cores per GPU, "
-                       "with pin_memory=True and persistent_workers=True.",
+                       gpus_.Has(ctx(), node_id)
+                           ? "Raise DataLoader(num_workers=...) towards the number of cores per "
+                             "GPU, with pin_memory=True and persistent_workers=True."
+                           : "Raise DataLoader(num_workers=...) into the cores torch's operator "
+                             "threads leave free, with persistent_workers=True.",
                        evidence));
     } else {
       Emit(MakeFinding(Severity::kWarning, node, "", n.first_ns, n.last_ns,
@@ -196,6 +200,7 @@ class DataloaderRule : public Rule {
   double min_threshold_, max_threshold_;
   int64_t patience_;
   std::vector<NodeState> nodes_;
+  GpuPresence gpus_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -294,6 +294,9 @@ TEST(DataloaderTest, NumWorkersZeroIsOneLoaderProcess) {
   RuleResult two = run(2);
   EXPECT_EQ(two.datapoints, 30);
   ASSERT_TRUE(two.triggered);  // 1 process < 70 % of 2 cores
+  // A node without GPUs: no "cores per GPU" advice.
+  EXPECT_EQ(two.findings[0].recommendation.find("GPU"), std::string::npos)
+      << two.findings[0].recommendation;
   auto ev = Evidence(two.findings[0]);
   EXPECT_EQ(ev["parallel_dataloaders_median"], 1);
   EXPECT_EQ(ev["dataloader_args"]["dataset"], "SlowDataset");
