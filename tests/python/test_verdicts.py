@@ -162,3 +162,31 @@ def test_analyze_recorded_cpu_run(recorded_cpu_run, tmp_path):
     avg = rank["step_average"]
     assert ids["cpu_bound"]["evidence"]["cpu_exec_share"] == pytest.approx(
         avg["cpu_exec_us"] / avg["step_us"], abs=1e-3)
+
+
+def test_analyze_gpu_trace_against_tensorboard(tmp_path, shared_data):
+    """A GPU trace (TensorBoard plugin's resnet50 sample, every step profiled): the averages
+    are over all its steps and match the plugin's own expected overview, and the machine has a
+    GPU, so the data-loader advice carries the plugin's share."""
+    base = shared_data / "traces/kineto/tb_plugin"
+    src = base / "samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+    run = tmp_path / "run"
+    _run("import", "kineto", str(src), "--out", str(run))
+    (rank,) = json.loads(_run("analyze", str(run), "--json"))["ranks"]
+    with open(base / "test/result_check_file.txt") as f:
+        golden = json.loads(f.readline())
+    rows = golden["steps"]["rows"]
+    # Columns: step, then Kernel, Memcpy, Memset, Runtime, DataLoader, CPU Exec, Other (µs),
+    # each followed by its tooltip.
+    parts = [[float(r[1 + 2 * k]) for k in range(7)] for r in rows]
+    assert rank["steps_total"] == len(rows) and rank["steps_with_operators"] == len(rows)
+    assert rank["machine"]["has_gpu"] is True
+    avg = rank["step_average"]
+    assert avg["step_us"] == pytest.approx(golden["performance"][0]["value"], abs=1.0)
+    loader = sum(p[4] for p in parts) / len(rows)
+    assert avg["dataloader_us"] == pytest.approx(loader, abs=1.0)
+    ids = {a["id"]: a for a in rank["advice"]}
+    share = loader / (sum(sum(p) for p in parts) / len(rows))
+    assert ids["data_loader_workers"]["evidence"]["dataloader_share"] == pytest.approx(share,
+                                                                                       abs=1e-3)
+    assert "33.4 %" in ids["data_loader_workers"]["text"]  # the plugin's own figure
