@@ -59,7 +59,10 @@ ConnectionLoop::~ConnectionLoop() { Stop(); }
 StatusOr<std::unique_ptr<ConnectionLoop>> ConnectionLoop::Start(int listen_fd,
                                                                 ConnectionLimits limits,
                                                                 ConnectionHooks hooks) {
-  if (!hooks.frame || !hooks.respond) return InvalidArgument("connection loop: hooks missing");
+  if (!hooks.frame || !hooks.respond) {
+    ::close(listen_fd);
+    return InvalidArgument("connection loop: hooks missing");
+  }
   if (limits.max_connections < 1) limits.max_connections = 1;
   int flags = ::fcntl(listen_fd, F_GETFL);
   if (flags < 0 || ::fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0) {

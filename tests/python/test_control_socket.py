@@ -1,7 +1,8 @@
-"""The recorder's control socket under hostile or careless clients (issue 20, item 4), end to end
-through `trainprof record`: the socket's mode does not depend on the umask, absurd steps and
-marks are refused with a reason and counted (the run's phases and cost stay sane), and idle
-clients holding connections do not stop `trainprof mark`.
+"""The recorder's local endpoints under hostile or careless clients (issue 20, items 4 and 5), end
+to end through `trainprof record`: the control socket's mode does not depend on the umask,
+absurd steps and marks are refused with a reason and counted (the run's phases and cost stay
+sane), idle clients holding connections do not stop `trainprof mark`; slowloris clients on the
+Prometheus endpoint neither stall scrapes nor the recording.
 
 Truth comes from the test itself: the run's bounds are the wall-clock times the job saw, the
 refused messages are the ones it sent, and the costs are checked against those bounds.
@@ -10,6 +11,8 @@ refused messages are the ones it sent, and the costs are checked against those b
 import csv
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -27,15 +30,16 @@ def trainprof_bin():
     return trainprof_command()[0]
 
 
-def record(trainprof_bin, tmp_path, script, umask=None):
+def record(trainprof_bin, tmp_path, script, umask=None, options=()):
     run_dir = tmp_path / "run"
     cmd = [trainprof_bin, "record", "--out", str(run_dir), "--interval", "100ms", "--no-gpu",
-           "--instance-type", "ml.p3.2xlarge", "--", sys.executable, "-c",
+           "--instance-type", "ml.p3.2xlarge", *options, "--", sys.executable, "-c",
            textwrap.dedent(script)]
     preexec = (lambda: os.umask(umask)) if umask is not None else None
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=preexec,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    record.stderr = proc.stderr
     return run_dir
 
 
@@ -173,3 +177,54 @@ open({str(out)!r}, "w").write(json.dumps({{"rc": p.returncode, "err": p.stderr}}
                    check=True, capture_output=True)
     with open(exported / "events.csv") as f:
         assert not [e for e in csv.DictReader(f) if e["category"] == "mark"]
+
+
+def test_slowloris_clients_stall_neither_scrapes_nor_the_recording(trainprof_bin, tmp_path):
+    with socket.socket() as probe:  # a free port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "scrapes.json"
+    script = f"""
+import json, socket, time, urllib.request
+url = "http://127.0.0.1:{port}/metrics"
+for _ in range(50):  # the endpoint starts with the sampling
+    try:
+        urllib.request.urlopen(url, timeout=1).read()
+        break
+    except OSError:
+        time.sleep(0.05)
+slow = []
+for _ in range(200):
+    s = socket.create_connection(("127.0.0.1", {port}))
+    s.sendall(b"GET /metrics HTTP/1.1\\r\\nHost: x\\r\\n")
+    slow.append(s)
+times = []
+t_end = time.monotonic() + 2.0
+while time.monotonic() < t_end:  # dribble a header byte on each every 50 ms, scrape meanwhile
+    for s in slow:
+        try:
+            s.send(b"X")
+        except OSError:
+            pass
+    if len(times) < 5 and time.monotonic() > t_end - 1.8 + 0.3 * len(times):
+        t0 = time.monotonic()
+        body = urllib.request.urlopen(url, timeout=1).read().decode()
+        times.append((time.monotonic() - t0, "trainprof_sampling_ticks_total" in body))
+    time.sleep(0.05)
+open({str(out)!r}, "w").write(json.dumps(times))
+"""
+    t0 = time.monotonic()
+    record(trainprof_bin, tmp_path, script, options=("--prometheus", f"127.0.0.1:{port}"))
+    wall = time.monotonic() - t0
+    scrapes = json.loads(out.read_text())
+    assert len(scrapes) == 5
+    for seconds, has_ticks in scrapes:
+        assert seconds < 1.0 and has_ticks, scrapes
+    # The recording went on at its pace (100 ms ticks), and the endpoint did not spin: the
+    # recorder's CPU over the whole run stays a small share of one core.
+    m = re.search(r"(\d+) ticks in ([\d.]+) s; trainprof used (\d+) ms of CPU", record.stderr)
+    assert m, record.stderr
+    ticks, seconds, cpu_ms = int(m.group(1)), float(m.group(2)), int(m.group(3))
+    assert seconds >= 2.0 and ticks >= 0.8 * seconds / 0.1, m.group(0)
+    assert cpu_ms < 0.3 * wall * 1000, m.group(0)
+    print(m.group(0), [round(t, 4) for t, _ in scrapes])
