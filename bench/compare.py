@@ -9,7 +9,9 @@ away before the second run). For every figure measured in both it prints the med
   within noise                                            they overlap
   noise unknown                                           a run has a single repeat
 The machines of the two runs and their reference measurements (gzip -dc, memory copy) come
-first: a NEW machine whose reference is 0.8x OLD's explains a 0.8x throughput by itself.
+first: a NEW machine whose reference is 0.8x OLD's explains a 0.8x throughput by itself. For
+throughputs (units per second) the column "/ref" divides NEW/OLD by the gzip -dc reference's
+NEW/OLD: above 1, the figure gained more than the machine did.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def compare(old: dict, new: dict) -> list[dict]:
         row = {"name": name, "unit": (n or o)["unit"],
                "old": o.get("value") if o else None, "old_spread": o.get("spread") if o else None,
                "new": n.get("value") if n else None, "new_spread": n.get("spread") if n else None,
-               "ratio": None, "verdict": None}
+               "ratio": None, "per_ref": None, "verdict": None}
         if o is None or n is None:
             row["verdict"] = f"only in {'NEW' if o is None else 'OLD'}"
         elif o.get("value") is None or n.get("value") is None:
@@ -80,6 +82,11 @@ def compare(old: dict, new: dict) -> list[dict]:
             row["ratio"] = n["value"] / o["value"] if o["value"] else None
             row["verdict"] = verdict(o, n)
         rows.append(row)
+    ref = next((r["ratio"] for r in rows if r["name"] == "reference.gzip_dc"), None)
+    for row in rows:
+        if (ref and row["ratio"] is not None and row["unit"].endswith("/s")
+                and not row["name"].startswith("reference.")):
+            row["per_ref"] = row["ratio"] / ref
     return rows
 
 
@@ -99,10 +106,11 @@ def report(old: dict, new: dict) -> str:
             out.append(f"reference {row['name'][len('reference.'):]}: NEW/OLD = "
                        f"{row['ratio']:.2f}x (the machines' own speed; throughputs scale with it)")
     header = ("figure", "unit", "OLD median", "spread", "NEW median", "spread", "NEW/OLD",
-              "verdict")
+              "/ref", "verdict")
     table = [(r["name"], r["unit"], fmt(r["old"]), pct(r["old_spread"]), fmt(r["new"]),
               pct(r["new_spread"]), "-" if r["ratio"] is None else f"{r['ratio']:.3f}x",
-              r["verdict"]) for r in rows]
+              "-" if r["per_ref"] is None else f"{r['per_ref']:.3f}x", r["verdict"])
+             for r in rows]
     widths = [max(len(t[i]) for t in [header, *table]) for i in range(len(header) - 1)]
     for t in [header, *table]:
         out.append("  ".join(c.ljust(w) for c, w in zip(t, widths)) + "  " + t[-1])
@@ -114,7 +122,8 @@ def report(old: dict, new: dict) -> str:
         f"{sum('noise unknown' in r['verdict'] for r in rows)} noise unknown, "
         f"{sum(r['ratio'] is None for r in rows)} not measured in both")
     out.append("spread: (max - min) / median of a run's repeats; faster/slower (better/worse): "
-               "the two runs' repeats do not overlap")
+               "the two runs' repeats do not overlap; /ref: a throughput's NEW/OLD over the "
+               "gzip -dc reference's")
     return "\n".join(out) + "\n"
 
 

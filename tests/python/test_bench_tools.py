@@ -162,9 +162,10 @@ def test_compare_two_results_files(tmp_path):
     rows = {r["name"]: r for r in json.loads(p.stdout)}
     r = rows["import.synthetic_events_per_s"]
     assert (r["old"], r["new"], r["ratio"], r["verdict"]) == (1.1e6, 2.2e6, 2.0, "faster")
+    assert r["per_ref"] == 4.0  # 2x while the machine's gzip -dc got 0.5x
     assert r["old_spread"] == pytest.approx(0.2e6 / 1.1e6)
     r = rows["instrument.cpp_span_ns"]
-    assert (r["ratio"], r["verdict"]) == (pytest.approx(72 / 62), "slower")
+    assert (r["ratio"], r["verdict"], r["per_ref"]) == (pytest.approx(72 / 62), "slower", None)
     r = rows["store.bytes_per_value"]
     assert (r["ratio"], r["verdict"]) == (pytest.approx(0.8), "better? (noise unknown: 1 repeat)")
     assert rows["report.30m_s"]["verdict"] == "within noise"
@@ -177,13 +178,13 @@ def test_compare_two_results_files(tmp_path):
             "with it)") in text
     row = next(ln for ln in text if ln.startswith("import.synthetic_events_per_s "))
     assert row.split() == ["import.synthetic_events_per_s", "events/s", "1,100,000", "18.2", "%",
-                           "2,200,000", "18.2", "%", "2.000x", "faster"]
+                           "2,200,000", "18.2", "%", "2.000x", "4.000x", "faster"]
     n_rows = len(json.loads(p.stdout))
     assert (f"3 beyond the noise (1 faster, 2 slower, 0 better, 0 worse), 1 within noise, "
             f"1 noise unknown, {n_rows - 5} not measured in both") in text
     row = next(ln for ln in text if ln.startswith("instrument.cpp_span_ns "))
     assert row.split() == ["instrument.cpp_span_ns", "ns/span", "62", "6.5", "%", "72", "5.6",
-                           "%", "1.161x", "slower"]
+                           "%", "1.161x", "-", "slower"]
 
 
 def test_compare_refuses_what_is_not_a_results_file(tmp_path):
