@@ -28,6 +28,7 @@ struct Job {
   int64_t steps = 45;
   std::vector<int64_t> traced = {10, 11};  // steps with an operator trace
   int64_t data_wait_ms = 10, forward_ms = 60, backward_ms = 110, optimizer_ms = 10;  // + 1 other
+  int64_t conv_ms = 150;  // the traced steps' aten::conv2d
   int64_t torch_threads = 2;
   int64_t num_workers = 0;
   double cpu_util = 0.25;
@@ -82,10 +83,11 @@ std::string WriteJob(const Job& j) {
     span("optimizer", model::kCategoryOptimizer,
          t + (j.data_wait_ms + j.forward_ms + j.backward_ms) * kMs, j.optimizer_ms * kMs, s);
     if (std::find(j.traced.begin(), j.traced.end(), s) == j.traced.end()) continue;
-    span("aten::conv2d", "cpu_op", t + 2 * kMs, 150 * kMs, -1);
-    span("aten::convolution", "cpu_op", t + 3 * kMs, 148 * kMs, -1);
-    span("aten::addmm", "cpu_op", t + 152 * kMs, 30 * kMs, -1);
-    span("aten::relu", "cpu_op", t + 182 * kMs, 5 * kMs, -1);
+    const int64_t c = j.conv_ms;
+    span("aten::conv2d", "cpu_op", t + 2 * kMs, c * kMs, -1);
+    span("aten::convolution", "cpu_op", t + 3 * kMs, (c - 2) * kMs, -1);
+    span("aten::addmm", "cpu_op", t + (2 + c) * kMs, 30 * kMs, -1);
+    span("aten::relu", "cpu_op", t + (32 + c) * kMs, 5 * kMs, -1);
   }
   for (int64_t i = 0; i < 100; ++i) {
     const int64_t ts = kT0 + i * 500 * kMs;
@@ -210,6 +212,32 @@ TEST(RankAdviceTest, PlantedDataLoaderStall) {
   EXPECT_EQ(dl->evidence["num_workers"], 0);
   EXPECT_NE(dl->text.find("num_workers=0"), std::string::npos) << dl->text;
   EXPECT_EQ(Find(s, "torch_threads"), nullptr);
+}
+
+TEST(RankAdviceTest, PlantedPythonOverheadAndOversubscribedThreads) {
+  // Operators cover 2..97 ms of the 191 ms traced step (conv 60 + addmm 30 + relu 5 = 95 ms):
+  // 96 ms (50.26 %) run outside any operator, 3 top-level operators per step: torch.compile.
+  // torch runs 16 threads on 8 cores: set_num_threads(8).
+  Job j;
+  j.conv_ms = 60;
+  j.torch_threads = 16;
+  auto a = Analyze(WriteJob(j));
+  const RankSummary& s = a->summaries[0];
+  EXPECT_EQ(s.operator_average->cpu_exec_ns, 95 * kMs);
+  const Advice* tc = Find(s, "torch_compile");
+  ASSERT_NE(tc, nullptr);
+  EXPECT_DOUBLE_EQ(tc->evidence["outside_operators_share"].get<double>(), 0.5026);
+  EXPECT_DOUBLE_EQ(tc->evidence["top_level_ops_per_step"].get<double>(), 3.0);
+  const Advice* th = Find(s, "torch_threads");
+  ASSERT_NE(th, nullptr);
+  EXPECT_NE(th->text.find("16 threads but the machine has 8 cores"), std::string::npos) << th->text;
+  EXPECT_NE(th->text.find("torch.set_num_threads(8)"), std::string::npos) << th->text;
+  // 95 / 191 = 49.7 % in CPU operators: not CPU-bound by the 50 % rule; conv 60 / 191 =
+  // 31.4 % > 30 %: channels_last; conv + addmm 90 / 191 = 47.1 %: no bf16.
+  EXPECT_EQ(Find(s, "cpu_bound"), nullptr);
+  ASSERT_NE(Find(s, "channels_last"), nullptr);
+  EXPECT_DOUBLE_EQ(Find(s, "channels_last")->evidence["convolution_share"].get<double>(), 0.3141);
+  EXPECT_EQ(Find(s, "bf16_autocast_cpu"), nullptr);
 }
 
 TEST(RankAdviceTest, GpuNodeGetsGpuAdviceNotCpuAdvice) {
