@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include <functional>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,7 @@ ChildResult RunInChild(const std::function<bool(std::string*)>& fn) {
   rusage ru{};
   wait4(pid, &status, 0, &ru);
   r.max_rss_kb = ru.ru_maxrss;
+  std::cout << "child: peak RSS " << r.max_rss_kb / 1024 << " MiB\n";
   if (WIFEXITED(status)) {
     r.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <functional>
+#include <iostream>
 #include <string>
 
 #include "base/json_dump.h"
@@ -121,6 +122,7 @@ ChildResult RunInChild(const std::function<bool(std::string*)>& fn) {
   rusage ru{};
   wait4(pid, &status, 0, &ru);
   r.max_rss_kb = ru.ru_maxrss;
+  std::cout << "child: peak RSS " << r.max_rss_kb / 1024 << " MiB\n";
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   return r;
