@@ -83,8 +83,10 @@ StatusOr<std::unique_ptr<NodeStoreWriter>> NodeStoreWriter::Open(const std::stri
 Status NodeStoreWriter::Initialize(const model::NodeInfo& node) {
   TP_RETURN_IF_ERROR(db_->Exec("PRAGMA journal_mode = WAL"));
   // FULL: each flush's commit is on disk when Flush returns, so even a power cut loses at most
-  // one flush interval. One fsync per second is cheap.
-  TP_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = FULL"));
+  // one flush interval. One fsync per second is cheap. An import (sync_every_flush false)
+  // commits without waiting (NORMAL: the WAL stays consistent) and syncs at Close.
+  TP_RETURN_IF_ERROR(db_->Exec(options_.sync_every_flush ? "PRAGMA synchronous = FULL"
+                                                         : "PRAGMA synchronous = NORMAL"));
   TP_RETURN_IF_ERROR(CreateSchema(*db_));
   TP_RETURN_IF_ERROR(CheckFormatVersion(*db_).status());
 
@@ -471,6 +473,8 @@ Status NodeStoreWriter::Close() {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   closed_ = true;
   if (!status.ok()) return status;
+  // What an import committed without waiting goes to disk with the next commit's WAL sync.
+  if (!options_.sync_every_flush) TP_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = FULL"));
   TP_RETURN_IF_ERROR(db_->Exec("PRAGMA incremental_vacuum"));
   // Leave WAL mode so that a finished store is one file that read-only media can open. That
   // needs the database to ourselves: while a live reader (dashboard, rules) still has it open,

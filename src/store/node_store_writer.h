@@ -39,6 +39,9 @@ struct WriterOptions {
   int zstd_level = 3;
   // When > 0, a background thread flushes this often (the durability bound).
   int64_t auto_flush_interval_ns = 0;
+  // Each flush on disk when it returns (a recording). False for a one-shot writer (an import):
+  // flushes are committed without waiting for the disk and Close() syncs once.
+  bool sync_every_flush = true;
   // Buffered values/events beyond which new appends are dropped and counted (the writer never
   // grows without bound when the disk is slow or full).
   int64_t max_buffered_values = 50'000'000;

@@ -46,6 +46,7 @@ StatusOr<store::NodeStoreWriter*> RunBuilder::Node(const model::NodeInfo& node) 
   if (it != writers_.end()) return it->second.get();
   store::WriterOptions options;
   options.max_events_per_chunk = 65536;
+  options.sync_every_flush = false;  // one sync at Close, not one per flush
   TP_ASSIGN_OR_RETURN(auto w, store::OpenNodeWriter(dir_, node, options));
   store::NodeStoreWriter* raw = w.get();
   writers_.emplace(node.node, std::move(w));
