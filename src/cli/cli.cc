@@ -13,7 +13,7 @@ namespace {
 constexpr AddCommandFn kCommands[] = {
     AddLsCommand,        AddShowCommand,   AddExportCommand, AddDemoCommand,    AddRecordCommand,
     AddAgentCommand,     AddMarkCommand,   AddImportCommand, AddAnalyzeCommand, AddCostCommand,
-    AddInstancesCommand, AddReportCommand, AddRulesCommand,  AddDetailCommand,
+    AddInstancesCommand, AddReportCommand, AddRulesCommand,  AddDetailCommand,  AddFleetCommand,
 };
 
 struct Planned {
@@ -36,6 +36,13 @@ int ExitCode(const Status& status) {
 }  // namespace
 
 int Main(const std::vector<std::string>& args) {
+  // `fleet` and `export parquet` pass their arguments on untouched (fleet_command.cc).
+  if (args.size() >= 2 && args[1] == "fleet") {
+    return ExitCode(RunFleetHandOver("fleet", {args.begin() + 2, args.end()}));
+  }
+  if (args.size() >= 3 && args[1] == "export" && args[2] == "parquet") {
+    return ExitCode(RunFleetHandOver("export-parquet", {args.begin() + 3, args.end()}));
+  }
   CLI::App app{"trainprof: profiler and cost advisor for machine-learning training jobs",
                "trainprof"};
   app.require_subcommand(1);

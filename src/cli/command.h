@@ -5,6 +5,7 @@
 // The work itself lives in a Run<Name>(options, out) function that tests call without argv.
 
 #include <functional>
+#include <memory>
 #include <ostream>
 
 #include "base/status.h"
@@ -40,5 +41,19 @@ void AddAnalyzeCommand(CLI::App& app, CommandAction* action);
 void AddReportCommand(CLI::App& app, CommandAction* action);
 void AddRulesCommand(CLI::App& app, CommandAction* action);
 void AddDetailCommand(CLI::App& app, CommandAction* action);  // detail_command.cc
+void AddFleetCommand(CLI::App& app, CommandAction* action);  // fleet_command.cc
+// `fleet ARGS...` / `export parquet ARGS...`: execs `python -m trainprof.fleet VERB ARGS...`
+// (VERB "fleet" or "export-parquet"); returns only on failure.
+Status RunFleetHandOver(const std::string& verb, const std::vector<std::string>& args);
+// `record --out s3://bucket/prefix/RUN`: records into trainprof-runs/RUN and copies the run
+// there as it grows (`python -m trainprof.fleet sync --follow`, docs/fleet.md).
+struct RunUpload {
+  std::string url, local;
+  int pid = 0;
+};
+bool IsObjectStoreUrl(const std::string& path);
+StatusOr<std::shared_ptr<RunUpload>> StartRunUpload(const std::string& url);
+// After the run's end (summary and report written): the last copy; problems are warnings.
+void FinishRunUpload(RunUpload& upload, std::ostream& out);
 
 }  // namespace trainprof::cli

@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/run_summary.h"
 #include "importers/horovod/horovod_importer.h"
 #include "importers/kineto/kineto_importer.h"
 #include "importers/smdebug/smdebug_importer.h"
@@ -57,6 +58,13 @@ Status ImportIntoPlace(const ImportOptions& options,
   };
   Status s = run(tmp, options.name.empty() ? base : options.name);
   if (s.ok()) {
+    // The run's summary for `trainprof fleet` (run_summary.h); without one, fleet makes it.
+    const Status summary = WriteRunSummaryFor(tmp);
+    if (!summary.ok()) {
+      std::cerr << "warning: summary.json not written: " << summary.message() << "\n";
+    }
+  }
+  if (s.ok()) {
     // The run directory gets the usual mode (0755 less the umask) once complete.
     const mode_t mask = umask(0);
     umask(mask);
@@ -70,7 +78,7 @@ Status ImportIntoPlace(const ImportOptions& options,
     } else {
       // An existing directory (empty, or holding other files): the run's entries move into
       // it, run.json last, so that it only looks like a run once complete.
-      for (const char* entry : {store::kNodesDirName, store::kRunJsonName}) {
+      for (const char* entry : {store::kNodesDirName, kRunSummaryName, store::kRunJsonName}) {
         const std::string from = JoinPath(tmp, entry);
         if (!PathExists(from)) continue;
         if (rename(from.c_str(), JoinPath(out, entry).c_str()) != 0) {

@@ -85,10 +85,18 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
         opts->live_period_ns = static_cast<int64_t>(*live_every_s * 1e9);
         opts->live_poll = [live](const agent::RecordOptions::LiveContext& ctx) { live->Poll(ctx); };
       }
-      opts->on_finished = [live](const std::string& run_dir, std::ostream& out) {
+      // --out s3://...: record locally, upload as it goes (fleet_command.cc).
+      std::shared_ptr<RunUpload> upload;
+      if (IsObjectStoreUrl(opts->out)) {
+        TP_ASSIGN_OR_RETURN(upload, StartRunUpload(opts->out));
+        opts->out = upload->local;
+      }
+      opts->on_finished = [live, upload](const std::string& run_dir, std::ostream& out) {
         FinishRecordedRun(run_dir, out, live.get());
+        if (upload) FinishRunUpload(*upload, out);
       };
       StatusOr<int> code = agent::RunRecord(*opts, std::cerr);
+      if (upload) FinishRunUpload(*upload, std::cerr);  // when on_finished was not reached
       if (!code.ok()) return code.status();
       action->exit_code = *code;
       return OkStatus();

@@ -9,6 +9,7 @@
 #include "analyze/rules/evaluate.h"
 #include "base/json_dump.h"
 #include "cli/live_rules.h"
+#include "cli/run_summary.h"
 #include "report/write_reports.h"
 #include "store/run_reader.h"
 
@@ -287,6 +288,14 @@ void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules*
     if (fired == 0) out << "trainprof: rules: nothing fired\n";
   }
   if (fresh.ok()) {
+    // The run's summary for `trainprof fleet` (run_summary.h).
+    if (pricer) {
+      Status summary =
+          WriteRunSummary(run_dir, pricer->report ? &*pricer->report : nullptr, pricer->why_not);
+      if (!summary.ok()) {
+        out << "trainprof: warning: summary.json not written: " << summary.message() << "\n";
+      }
+    }
     if (pricer && pricer->report) {
       out << cost::CostSummaryLines(*pricer->report);
     } else if (pricer) {

@@ -1,5 +1,6 @@
 #include "analyze/cost/catalog.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -219,11 +221,21 @@ StatusOr<std::vector<StoragePrice>> ParseStorage(const std::string& text,
   return out;
 }
 
-std::string ExecutableDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  std::string path(buf, static_cast<size_t>(n));
+// The directory of the file holding this code: the executable (trainprof/bin/trainprof in a
+// wheel, bin/trainprof in a prefix) or the extension module (trainprof/_core*.so), so that the
+// Python API finds the same catalog as the CLI. Never a path of the machine that built it.
+std::string CodeDir() {
+  Dl_info info;
+  std::string path;
+  if (dladdr(reinterpret_cast<void*>(&LoadDefaultCatalog), &info) != 0 &&
+      info.dli_fname != nullptr && std::strchr(info.dli_fname, '/') != nullptr) {
+    path = info.dli_fname;
+  } else {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) return "";
+    path.assign(buf, static_cast<size_t>(n));
+  }
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
@@ -297,15 +309,15 @@ StatusOr<Catalog> LoadDefaultCatalog() {
     // An explicit directory that is broken is an error, not a silent fallback.
     return LoadCatalogDir(env);
   }
+  // Only paths relative to the installed code; a build tree's binaries use the embedded copy
+  // (rebuilt whenever data/catalog changes).
   std::vector<std::string> candidates;
-  std::string exe = ExecutableDir();
-  if (!exe.empty()) {
-    candidates.push_back(JoinPath(exe, "../share/trainprof/catalog"));
-    candidates.push_back(JoinPath(exe, "catalog"));
+  std::string code = CodeDir();
+  if (!code.empty()) {
+    candidates.push_back(JoinPath(code, "../data/catalog"));  // wheel: trainprof/bin/trainprof
+    candidates.push_back(JoinPath(code, "data/catalog"));     // wheel: trainprof/_core*.so
+    candidates.push_back(JoinPath(code, "../share/trainprof/catalog"));  // a prefix install
   }
-#ifdef TRAINPROF_SOURCE_CATALOG_DIR
-  candidates.push_back(TRAINPROF_SOURCE_CATALOG_DIR);
-#endif
   for (const std::string& dir : candidates) {
     if (HasCatalogFiles(dir)) return LoadCatalogDir(dir);
   }

@@ -89,8 +89,9 @@ StatusOr<Catalog> ParseCatalog(const std::string& instances_csv,
                                const std::string& storage_csv, const std::string& storage_origin);
 // Loads instances.csv, accelerators.csv and storage.csv from `dir`.
 StatusOr<Catalog> LoadCatalogDir(const std::string& dir);
-// The default catalog: $TRAINPROF_CATALOG_DIR, else the files next to the installed
-// executable (../share/trainprof/catalog) or in the source tree, else the embedded copy.
+// The default catalog: $TRAINPROF_CATALOG_DIR, else the files installed beside the code
+// (trainprof/data/catalog in the Python package, share/trainprof/catalog under a prefix), else
+// the embedded copy. Never a path of the build machine.
 StatusOr<Catalog> LoadDefaultCatalog();
 // The copy of data/catalog/ embedded at build time.
 StatusOr<Catalog> LoadEmbeddedCatalog();

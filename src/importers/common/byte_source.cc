@@ -1,7 +1,5 @@
 #include "importers/common/byte_source.h"
 
-#include <isa-l/igzip_lib.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -13,35 +11,12 @@ namespace trainprof::importers {
 namespace {
 constexpr size_t kInputChunkBytes = 1 << 18;
 
-const char* InflateError(int rc) {
-  switch (rc) {
-    case ISAL_INVALID_BLOCK:
-      return "invalid deflate block";
-    case ISAL_INVALID_SYMBOL:
-      return "invalid deflate symbol";
-    case ISAL_INVALID_LOOKBACK:
-      return "invalid back-reference distance";
-    case ISAL_INVALID_WRAPPER:
-      return "invalid gzip header";
-    case ISAL_UNSUPPORTED_METHOD:
-      return "unsupported compression method";
-    case ISAL_INCORRECT_CHECKSUM:
-      return "incorrect checksum";
-    case ISAL_NEED_DICT:
-      return "needs a preset dictionary";
-    default:
-      return "inflate error";
-  }
-}
 }  // namespace
-
-struct ByteSource::Inflate {
-  inflate_state state;
-};
 
 ByteSource::ByteSource(std::string path, FILE* f) : path_(std::move(path)), file_(f) {}
 
-StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path) {
+StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path,
+                                                       GzipBackend backend) {
   if (IsDirectory(path)) return InvalidArgument(path + ": is a directory, expected a file");
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
@@ -56,9 +31,9 @@ StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path) 
   std::rewind(f);
   if (src->gzip_) {
     // The gzip wrapper is parsed and its CRC checked; concatenated members are handled in Read.
-    src->z_ = std::make_unique<Inflate>();
-    isal_inflate_init(&src->z_->state);
-    src->z_->state.crc_flag = ISAL_GZIP;
+    std::string error;
+    src->z_ = GzipInflater::Create(backend, &error);
+    if (src->z_ == nullptr) return Unavailable(path + ": cannot inflate gzip: " + error);
     src->in_.resize(kInputChunkBytes);
   }
   return src;
@@ -78,32 +53,25 @@ StatusOr<size_t> ByteSource::ReadRaw(char* out, size_t capacity) {
 StatusOr<size_t> ByteSource::Read(char* out, size_t capacity) {
   if (!gzip_) return ReadRaw(out, capacity);
   if (stream_end_ || capacity == 0) return size_t{0};
-  inflate_state& z = z_->state;
-  z.next_out = reinterpret_cast<uint8_t*>(out);
-  z.avail_out = static_cast<uint32_t>(std::min<size_t>(capacity, UINT32_MAX));
-  const uint32_t wanted = z.avail_out;
-  while (z.avail_out > 0) {
-    if (z.block_state == ISAL_BLOCK_FINISH) {
+  GzipInflater& z = *z_;
+  const uint32_t wanted = static_cast<uint32_t>(std::min<size_t>(capacity, UINT32_MAX));
+  z.SetOutput(reinterpret_cast<uint8_t*>(out), wanted);
+  while (z.avail_out() > 0) {
+    if (member_end_) {
       // A member ended. Another may follow (concatenated .gz files are valid gzip).
-      if (z.avail_in == 0) {
+      if (z.avail_in() == 0) {
         TP_ASSIGN_OR_RETURN(size_t n, ReadRaw(reinterpret_cast<char*>(in_.data()), in_.size()));
-        z.next_in = in_.data();
-        z.avail_in = static_cast<uint32_t>(n);
+        z.SetInput(in_.data(), static_cast<uint32_t>(n));
       }
-      if (z.avail_in == 0) {
+      if (z.avail_in() == 0) {
         stream_end_ = true;
         break;
       }
-      uint8_t* next_in = z.next_in;
-      const uint32_t avail_in = z.avail_in;
-      isal_inflate_reset(&z);
-      z.crc_flag = ISAL_GZIP;
-      z.next_in = next_in;
-      z.avail_in = avail_in;
-      z.next_out = reinterpret_cast<uint8_t*>(out) + (wanted - z.avail_out);
+      z.ResetKeepingInput();
+      member_end_ = false;
       continue;
     }
-    if (z.avail_in == 0) {
+    if (z.avail_in() == 0) {
       TP_ASSIGN_OR_RETURN(size_t n, ReadRaw(reinterpret_cast<char*>(in_.data()), in_.size()));
       if (n == 0) {
         // The file ended inside the deflate stream.
@@ -112,20 +80,23 @@ StatusOr<size_t> ByteSource::Read(char* out, size_t capacity) {
                         "compressed data, after " +
                         std::to_string(file_bytes_read_) + " bytes)");
       }
-      z.next_in = in_.data();
-      z.avail_in = static_cast<uint32_t>(n);
+      z.SetInput(in_.data(), static_cast<uint32_t>(n));
     }
-    const uint32_t out_before = z.avail_out, in_before = z.avail_in;
-    int rc = isal_inflate(&z);
-    if (rc < 0 || rc == ISAL_NEED_DICT) {
-      return DataLoss(path_ + ": corrupt gzip data (" + InflateError(rc) + ")");
+    const uint32_t out_before = z.avail_out(), in_before = z.avail_in();
+    std::string error;
+    GzipInflater::Result r = z.Inflate(&error);
+    if (r == GzipInflater::Result::kError) {
+      return DataLoss(path_ + ": corrupt gzip data (" + error + ")");
     }
-    if (z.block_state != ISAL_BLOCK_FINISH && z.avail_out == out_before &&
-        z.avail_in == in_before) {
+    if (r == GzipInflater::Result::kMemberEnd) {
+      member_end_ = true;
+      continue;
+    }
+    if (z.avail_out() == out_before && z.avail_in() == in_before) {
       return DataLoss(path_ + ": corrupt gzip data (no progress)");  // never loop forever
     }
   }
-  return static_cast<size_t>(wanted - z.avail_out);
+  return static_cast<size_t>(wanted - z.avail_out());
 }
 
 StatusOr<std::string> ReadAllDecompressed(const std::string& path) {

@@ -1,8 +1,9 @@
 #pragma once
 // Reads a file as a stream of bytes in chunks, transparently inflating gzip (detected by its
 // magic bytes, not the file name). Importers parse from these chunks so that a trace of any
-// size is never held whole in memory. Inflating is ISA-L's (igzip: about 3x zlib's speed here,
-// 6 GB/s of trace JSON), so a .json.gz imports nearly as fast as the plain file.
+// size is never held whole in memory. Inflating is ISA-L's when libisal.so.2 is present at run
+// time (igzip: about 3x zlib's speed here, 6 GB/s of trace JSON, so a .json.gz imports nearly
+// as fast as the plain file), else zlib's (gzip_inflater.h).
 // Threads: one ByteSource per thread.
 
 #include <cstdint>
@@ -12,13 +13,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "importers/common/gzip_inflater.h"
 
 namespace trainprof::importers {
 
 class ByteSource {
  public:
-  // Opens `path`; NotFound when it does not exist.
-  static StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& path);
+  // Opens `path`; NotFound when it does not exist. `backend` picks the gzip inflater (tests
+  // compare the two; kAuto is ISA-L when it loads, else zlib).
+  static StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& path,
+                                                    GzipBackend backend = GzipBackend::kAuto);
   ~ByteSource();
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
@@ -28,6 +32,8 @@ class ByteSource {
   StatusOr<size_t> Read(char* out, size_t capacity);
 
   bool gzip() const { return gzip_; }
+  // "isal" or "zlib" for a gzip file, "" otherwise.
+  const char* inflater_name() const { return z_ ? z_->name() : ""; }
   const std::string& path() const { return path_; }
   // Bytes read from the file so far (compressed bytes for gzip).
   int64_t file_bytes_read() const { return file_bytes_read_; }
@@ -40,8 +46,8 @@ class ByteSource {
   FILE* file_ = nullptr;
   bool gzip_ = false;
   bool stream_end_ = false;
-  struct Inflate;  // ISA-L's inflate state (large: kept out of this header)
-  std::unique_ptr<Inflate> z_;
+  bool member_end_ = false;
+  std::unique_ptr<GzipInflater> z_;
   std::vector<unsigned char> in_;
   int64_t file_bytes_read_ = 0;
 };
