@@ -497,6 +497,15 @@ def install(torch) -> None:
             part(torch)
         except Exception as exc:  # noqa: BLE001 - one part failing leaves the others working
             warn_once(part.__name__, f"{part.__name__} failed on torch {torch.__version__}: {exc}")
+    import os
+
+    if any(k.startswith("TRAINPROF_TUNE_") for k in os.environ):  # a `trainprof tune` trial
+        try:
+            from trainprof import _tune_knobs
+
+            _tune_knobs.apply(torch)
+        except Exception as exc:  # noqa: BLE001
+            warn_once("tune", f"the tune settings were not applied: {exc}")
     try:
         from trainprof import _detail
 

@@ -11,9 +11,10 @@ namespace {
 
 // One line per subcommand; add yours here (keep the list sorted by name after the basics).
 constexpr AddCommandFn kCommands[] = {
-    AddLsCommand,        AddShowCommand,   AddExportCommand, AddDemoCommand,    AddRecordCommand,
-    AddAgentCommand,     AddMarkCommand,   AddImportCommand, AddAnalyzeCommand, AddCostCommand,
-    AddInstancesCommand, AddReportCommand, AddRulesCommand,  AddDetailCommand,  AddFleetCommand,
+    AddLsCommand,      AddShowCommand,   AddExportCommand,    AddDemoCommand,
+    AddRecordCommand,  AddAgentCommand,  AddMarkCommand,      AddImportCommand,
+    AddAnalyzeCommand, AddCostCommand,   AddInstancesCommand, AddReportCommand,
+    AddRulesCommand,   AddDetailCommand, AddFleetCommand,     AddTuneCommand,
 };
 
 struct Planned {
@@ -36,6 +37,10 @@ int ExitCode(const Status& status) {
 }  // namespace
 
 int Main(const std::vector<std::string>& args) {
+  // `tune` passes its arguments on untouched, `--` included (tune_command.cc).
+  if (args.size() >= 2 && args[1] == "tune") {
+    return ExitCode(RunTuneHandOver({args.begin() + 2, args.end()}));
+  }
   // `fleet` and `export parquet` pass their arguments on untouched (fleet_command.cc).
   if (args.size() >= 2 && args[1] == "fleet") {
     return ExitCode(RunFleetHandOver("fleet", {args.begin() + 2, args.end()}));

@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -41,6 +43,9 @@ void AddAnalyzeCommand(CLI::App& app, CommandAction* action);
 void AddReportCommand(CLI::App& app, CommandAction* action);
 void AddRulesCommand(CLI::App& app, CommandAction* action);
 void AddDetailCommand(CLI::App& app, CommandAction* action);  // detail_command.cc
+void AddTuneCommand(CLI::App& app, CommandAction* action);    // tune_command.cc
+// `tune ARGS...`: execs the Python driver with ARGS unparsed; returns only on failure.
+Status RunTuneHandOver(const std::vector<std::string>& args);
 void AddFleetCommand(CLI::App& app, CommandAction* action);  // fleet_command.cc
 // `fleet ARGS...` / `export parquet ARGS...`: execs `python -m trainprof.fleet VERB ARGS...`
 // (VERB "fleet" or "export-parquet"); returns only on failure.

@@ -1,0 +1,56 @@
+// `trainprof tune`: hands its arguments over, unchanged, to the Python driver
+// (`python -m trainprof.tune`, python/trainprof/tune.py), which runs short `trainprof record`
+// trials and searches the job's settings with Optuna (docs/tune.md). The interpreter and the
+// package are found as for custom rules (cli/custom_rules.h); $TRAINPROF_BIN tells the driver
+// which executable runs the trials (this one).
+//
+// The arguments are taken before CLI11 parses them (RunTuneHandOver, called from Main), since
+// CLI11 would reorder or drop the `--` that separates tune's options from the command.
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/files.h"
+#include "cli/command.h"
+#include "cli/custom_rules.h"
+
+namespace trainprof::cli {
+
+Status RunTuneHandOver(const std::vector<std::string>& args) {
+  const std::string python = FindPython("");
+  const std::string package = FindPythonPackageDir();
+  if (!package.empty()) {
+    // The package's parent on PYTHONPATH: the driver imports this installation's trainprof.
+    const std::string root = package.substr(0, package.rfind('/'));
+    const char* old = std::getenv("PYTHONPATH");
+    const std::string path = old != nullptr && *old ? root + ":" + old : root;
+    setenv("PYTHONPATH", path.c_str(), 1);
+  }
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) setenv("TRAINPROF_BIN", std::string(exe, static_cast<size_t>(n)).c_str(), 1);
+  std::vector<std::string> argv = {python, "-m", "trainprof.tune"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c_argv;
+  for (std::string& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  execvp(c_argv[0], c_argv.data());
+  return NotFound("cannot run the Python interpreter '" + python +
+                  "' for tune: " + ErrnoMessage(errno) + " (set $TRAINPROF_PYTHON)");
+}
+
+void AddTuneCommand(CLI::App& app, CommandAction* /*action*/) {
+  // Listed for `trainprof --help`; the arguments never reach CLI11 (see RunTuneHandOver).
+  app.add_subcommand("tune",
+                     "Find the settings that make a job fastest per dollar, by short profiled "
+                     "trials (trainprof tune --help)")
+      ->allow_extras()
+      ->prefix_command();
+}
+
+}  // namespace trainprof::cli

@@ -1,0 +1,257 @@
+"""`trainprof tune` as a user runs it: the native command hands over to python -m trainprof.tune,
+which runs `trainprof record` trials.
+
+- The planted bottleneck (examples/tune_planted.py: a slow transform in __getitem__, loaded with
+  num_workers=0): tune finds num_workers=4 through its own zero-code knob, a separate
+  confirmation run measured by the job itself is >= 2x the baseline's, the knob that does
+  nothing (log_every) is reported as having no effect, and a batch size that exceeds the memory
+  ceiling is recorded as out of memory and its combinations skipped.
+- Measurement against known truth: a job of explicit trainprof steps that each sleep a known
+  time with a known batch size; a crashing and a hanging setting; the catalog price read from
+  the catalog file itself; resuming from the state directory; Ctrl-C.
+- The own knobs inside a recorded PyTorch job (DataLoader arguments, torch threads), and usage
+  errors.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, trainprof_command
+
+PLANTED = REPO / "examples" / "tune_planted.py"
+
+
+def tune(state: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    cmd = [*trainprof_command(), "tune", "--state", str(state), "--no-gpu", "-q", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def tune_json(state: Path, *args: str, timeout: float = 120) -> dict:
+    proc = tune(state, "--json", *args, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return json.loads(proc.stdout)
+
+
+def by_settings(doc: dict, **settings) -> list[dict]:
+    return [t for t in doc["trials"]
+            if all(t["settings"].get(k) == v for k, v in settings.items())]
+
+
+def own_rate(stdout: str) -> float:
+    m = re.search(r"samples_per_second=([0-9.]+)", stdout)
+    assert m, stdout
+    return float(m.group(1))
+
+
+def test_planted_bottleneck(tmp_path):
+    state = tmp_path / "state"
+    doc = tune_json(
+        state, "--no-auto-knobs", "--try", "num_workers=4", "--try", "log_every=10,50",
+        "--try", "batch_size=16,32768", "--max-memory-gib", "1.5", "--budget", "75s",
+        "--steps", "15", "--warmup-steps", "3", "--min-effect", "0.25",
+        "--", sys.executable, str(PLANTED), "--log-every", "{log_every}",
+        "--batch-size", "{batch_size}", "--transform-ms", "5", timeout=150)
+    base, best = doc["baseline"], doc["best"]
+    assert base["status"] == "ok" and base["settings"] == {
+        "num_workers": None, "log_every": 10, "batch_size": 16}
+    assert base["observed"]["num_workers"] == 0  # the job's own DataLoader, as it was
+    # the better setting, found through trainprof's own knob (an environment variable)
+    assert best["status"] == "ok" and best["settings"]["num_workers"] == 4
+    assert best["observed"]["num_workers"] == 4
+    assert best["env"] == ["TRAINPROF_TUNE_NUM_WORKERS=4"]
+    assert best["samples_per_second"] > base["samples_per_second"]
+    # the useless knob: no effect; the planted one: an effect
+    effects = {e["knob"]: e for e in doc["effects"]}
+    assert effects["log_every"]["no_effect"], effects["log_every"]
+    assert not effects["num_workers"]["no_effect"]
+    assert effects["batch_size"]["changes_math"]
+    # the setting over the memory ceiling: recorded, and nothing else ran with it
+    crashed = by_settings(doc, batch_size=32768)
+    assert len(crashed) == 1, crashed
+    assert crashed[0]["status"] == "oom" and crashed[0]["exit_status"] == 1
+    assert crashed[0]["samples_per_second"] is None
+    assert "allocate" in crashed[0]["error"]
+    for t in doc["trials"]:
+        assert (Path(t["run"]) / "run.json").exists()
+    assert doc["stop_reason"] == "every setting tried"
+    assert (state / "tune.html").exists() and (state / "tune.json").exists()
+    assert "best_command" in doc and doc["best_command"].startswith("TRAINPROF_TUNE_NUM_WORKERS=4 ")
+
+    # confirmation: the job's own measure of the winning and the baseline command lines, run as
+    # tune printed them (own knobs need `trainprof record` to apply)
+    def confirm(trial):
+        env = dict(os.environ, **dict(e.split("=", 1) for e in trial["env"]))
+        cmd = [*trainprof_command(), "record", "--no-gpu", "--out",
+               str(tmp_path / f"confirm-{trial['trial']}"), "--", *trial["command"],
+               "--steps", "50"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return own_rate(proc.stdout)
+
+    assert confirm(best) >= 2 * confirm(base)
+
+
+FAKE_JOB = """
+import os, sys, time
+import trainprof
+delay = float(sys.argv[1])
+mode = os.environ.get("MODE", "ok")
+trainprof.annotate(**{"dataloader.0": {"batch_size": 8}})
+for i in range(100000):
+    if mode == "crash" and i == 2:
+        raise RuntimeError("planted crash")
+    if mode == "hang" and i == 3:
+        time.sleep(3600)
+    with trainprof.step():
+        time.sleep(delay)
+"""
+
+
+def catalog_price(instance_type: str) -> float:
+    """The price straight from the shipped catalog file (not through trainprof)."""
+    with open(REPO / "data" / "catalog" / "instances.csv") as f:
+        for row in csv.DictReader(line for line in f if not line.startswith("#")):
+            if row.get("instance_type") == instance_type:
+                return float(row["price_usd_per_hour"])
+    raise AssertionError(f"{instance_type} not in the catalog")
+
+
+def test_known_truth_failures_price_and_resume(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(FAKE_JOB))
+    state = tmp_path / "state"
+    args = ["--no-auto-knobs", "--try", "delay=0.02,0.01", "--env", "MODE=ok,crash,hang", "--steps", "20",
+            "--warmup-steps", "2", "--trial-timeout", "3", "--instance-type", "ml.m5.large",
+            "--epoch-samples", "80000", "--budget", "60s"]
+    cmd = ["--", sys.executable, str(job), "{delay}"]
+    # first only two trials, then a re-run continues from the state directory
+    first = tune_json(state, *args, "--max-trials", "2", *cmd)
+    assert [t["trial"] for t in first["trials"]] == [0, 1]
+    doc = tune_json(state, *args, *cmd)
+    assert [t["trial"] for t in doc["trials"][:2]] == [0, 1]
+    assert doc["trials"][0]["samples_per_second"] == first["trials"][0]["samples_per_second"]
+    price = catalog_price("ml.m5.large")
+    for t in doc["trials"]:
+        if t["status"] != "ok":
+            continue
+        # known truth: 8 samples per step of `delay` seconds (plus the loop's own microseconds)
+        truth = 8 / t["settings"]["delay"]
+        assert truth * 0.85 < t["samples_per_second"] <= truth * 1.01, t
+        assert t["usd_per_hour"] == pytest.approx(price)
+        assert t["samples_per_usd"] == pytest.approx(t["samples_per_second"] * 3600 / price)
+        assert t["usd_per_epoch"] == pytest.approx(80000 / t["samples_per_second"] / 3600 * price)
+    statuses = {t["settings"]["MODE"]: t for t in doc["trials"] if t["settings"]["delay"] == 0.02}
+    assert statuses["crash"]["status"] == "failed" and statuses["crash"]["exit_status"] == 1
+    assert "planted crash" in statuses["crash"]["error"]
+    assert statuses["hang"]["status"] == "timeout"
+    assert doc["best"]["settings"] == {"delay": 0.01, "MODE": "ok"}
+    # crashed values are not combined with others
+    assert len(by_settings(doc, MODE="crash")) == 1 and len(by_settings(doc, MODE="hang")) == 1
+    assert doc["stop_reason"] == "every setting tried"
+    # a third run has nothing left to do
+    again = tune_json(state, *args, *cmd)
+    assert again["trials_run_now"] == 0 and len(again["trials"]) == len(doc["trials"])
+
+
+def test_own_knobs_that_do_not_apply_are_not_run(tmp_path):
+    # a job without PyTorch: trainprof's own knobs (on by default) cannot change it
+    job = tmp_path / "job.py"
+    job.write_text("import time, trainprof\n"
+                   "for i in range(10000):\n"
+                   "    with trainprof.step():\n"
+                   "        time.sleep(0.01)\n")
+    doc = tune_json(tmp_path / "state", "--steps", "10", "--warmup-steps", "1", "--",
+                    sys.executable, str(job))
+    assert len(doc["trials"]) == 1 and doc["best"]["trial"] == 0
+    assert doc["best"]["throughput_unit"] == "steps"  # no batch size seen
+    assert 80 < doc["best"]["samples_per_second"] <= 101
+    effects = {e["knob"]: e["verdict"] for e in doc["effects"]}
+    assert effects == {"num_workers": "does not apply to this job",
+                       "torch_threads": "does not apply to this job"}
+
+
+def test_interrupt_then_resume(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(FAKE_JOB))
+    state = tmp_path / "state"
+    args = [*trainprof_command(), "tune", "--state", str(state), "--no-gpu", "-q", "--json",
+            "--no-auto-knobs", "--try", "delay=0.05", "--steps", "1000", "--warmup-steps", "1", "--",
+            sys.executable, str(job), "{delay}"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (state / "trials" / "000" / "run.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["trials"][0]["status"] == "interrupted"
+    # the re-run runs the interrupted setting again (a short one this time: --steps differs
+    # but the study is the same command and space)
+    doc = tune_json(state, "--no-auto-knobs", "--try", "delay=0.05", "--steps", "5", "--warmup-steps", "1",
+                    "--", sys.executable, str(job), "{delay}")
+    assert [t["status"] for t in doc["trials"]] == ["interrupted", "ok"]
+    assert doc["best"]["trial"] == 1
+
+
+def test_own_knobs_in_a_recorded_torch_job(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import json, torch
+        from torch.utils.data import DataLoader
+        a = DataLoader(list(range(8)), batch_size=2)
+        b = DataLoader(list(range(8)), 2, False, None, None, 3, prefetch_factor=5)
+        print(json.dumps({"threads": torch.get_num_threads(), "a": [a.num_workers, a.prefetch_factor],
+                          "b": [b.num_workers, b.prefetch_factor, b.persistent_workers]}))
+    """))
+    env = dict(os.environ, TRAINPROF_TUNE_NUM_WORKERS="0", TRAINPROF_TUNE_TORCH_THREADS="1")
+    proc = subprocess.run([*trainprof_command(), "record", "--no-gpu", "--out",
+                           str(tmp_path / "r0"), "--", sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    # num_workers=0 everywhere; prefetch_factor (given positionally-adjacent) dropped with it
+    assert got == {"threads": 1, "a": [0, None], "b": [0, None, False]}
+    env = dict(os.environ, TRAINPROF_TUNE_NUM_WORKERS="2", TRAINPROF_TUNE_PERSISTENT_WORKERS="1")
+    proc = subprocess.run([*trainprof_command(), "record", "--no-gpu", "--out",
+                           str(tmp_path / "r1"), "--", sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["a"] == [2, 2] and got["b"] == [2, 5, True]
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "no command to tune"),
+    (["--try", "x=1,2", "--", "true"], "the command has no {x}"),
+    (["--try", "x", "--", "true", "{x}"], "expected NAME=V1,V2"),
+    (["--try", "num_workers=two", "--", "true"], "not an integer"),
+    (["--budget", "soon", "--try", "x=1", "--", "true", "{x}"], "expected e.g. 90s"),
+    (["--instance-type", "no.such.type", "--try", "x=1", "--", "true", "{x}"],
+     "not in the instance catalog"),
+])
+def test_usage_errors(tmp_path, args, message):
+    proc = tune(tmp_path / "state", *args, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+
+
+def test_state_of_another_command_is_refused(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "spec.json").write_text(json.dumps({"fingerprint": "0", "command": ["other"]}))
+    proc = tune(state, "--try", "x=1", "--", "true", "{x}")
+    assert proc.returncode == 2 and "another command or search space" in proc.stderr
