@@ -80,6 +80,8 @@ TEST(ReliabilityTest, ExportsOfDeeplyNestedStoredArgsDoNotCrash) {
     f.message = "deep evidence";
     f.evidence_json = Nested(1'000'000);
     (*w)->AddFinding(f);
+    f.rule = "my_custom_rule";  // not a built-in: `rules` lists it from the store
+    (*w)->AddFinding(f);
     ASSERT_TRUE((*w)->Close().ok());
   }
   std::ostringstream out;
@@ -125,6 +127,14 @@ TEST(ReliabilityTest, ExportsOfDeeplyNestedStoredArgsDoNotCrash) {
               r.json_path = dir + "/r.json";
               r.html_path = dir + "/r.html";
               return RunReport(r, o).ok();
+            }),
+            0);
+  EXPECT_EQ(RunInChild([&] {
+              std::ostringstream o;
+              RulesOptions r;
+              r.run = run;
+              r.json = true;
+              return RunRules(r, o).ok() && o.str().find("my_custom_rule") != std::string::npos;
             }),
             0);
 }

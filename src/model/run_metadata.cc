@@ -1,12 +1,11 @@
 #include "model/run_metadata.h"
 
-#include <cctype>
-#include <string_view>
-
 #include <unistd.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string_view>
 
 #include "base/files.h"
 #include "base/json_dump.h"

@@ -1,7 +1,6 @@
 #include "report/report_json.h"
 
 #include "base/json_dump.h"
-
 #include "base/time.h"
 
 namespace trainprof::report {

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "base/json_dump.h"
 #include "model/event.h"
 
 namespace trainprof::analyze::rules {
@@ -452,7 +453,11 @@ std::vector<RuleResult> RuleEngine::Results() const {
 }
 
 nlohmann::json FindingToJson(const model::Finding& f) {
-  nlohmann::json evidence = nlohmann::json::parse(f.evidence_json, nullptr, false);
+  // Stored evidence nested beyond 256 levels (a hostile store) is not parsed: dump() recurses.
+  constexpr int kMaxEvidenceDepth = 256;
+  nlohmann::json evidence = JsonNestingExceeds(f.evidence_json, kMaxEvidenceDepth)
+                                ? nlohmann::json(nlohmann::json::value_t::discarded)
+                                : nlohmann::json::parse(f.evidence_json, nullptr, false);
   if (evidence.is_discarded()) evidence = nlohmann::json::object();
   return {{"rule", f.rule},
           {"severity", model::SeverityName(f.severity)},
