@@ -136,7 +136,9 @@ def main() -> int:
     print(f"{'trace':56} {'events':>7} {'trainprof_s':>11} {'hta_s':>7} {'ratio':>6}  "
           f"{'cpu: tp_s':>9} {'hta_s':>6} {'ratio':>6}  figures  wall ratio >= {TARGET:.0f}x")
     for files in trace_sets(args.only):
-        name = " + ".join(str(f.relative_to(SHARED)) for f in files)
+        name = str(files[0].relative_to(SHARED))
+        if len(files) > 1:
+            name = str(files[0].parent.relative_to(SHARED)) + f"/ ({len(files)} ranks)"
         try:
             hta_s, hta_cpu, figures = time_hta(files, args.hta_repeat)
         except Exception as e:  # noqa: BLE001 - a trace HTA does not load is listed, not timed

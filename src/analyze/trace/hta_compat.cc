@@ -155,14 +155,27 @@ std::vector<HtaRankTrace> BuildHtaTraces(const store::EventTable& t, const NodeM
   }
 
   std::map<std::pair<int64_t, std::string>, HtaRankTrace> by_key;
+  // (rank, node code) -> its trace: no node string per event.
+  std::map<std::pair<int64_t, int32_t>, HtaRankTrace*> by_code;
+  std::map<std::pair<int64_t, int32_t>, int64_t> rows_of;  // for one allocation per rank
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t.kind[i] != static_cast<uint8_t>(model::EventKind::kSpan)) continue;
+    int64_t rank = t.rank[i] == model::kMissing ? -1 : t.rank[i];
+    ++rows_of[{rank, rank >= 0 ? -1 : t.node[i]}];
+  }
   std::unordered_set<int32_t> step_symbols;  // HTA's global symbol table: "ProfilerStep" in name
   for (size_t i = 0; i < t.size(); ++i) {
     if (t.kind[i] != static_cast<uint8_t>(model::EventKind::kSpan)) continue;
     if (skip_cat[static_cast<size_t>(t.category[i])]) continue;
     int64_t rank = t.rank[i] == model::kMissing ? -1 : t.rank[i];
+    HtaRankTrace*& slot = by_code[{rank, rank >= 0 ? -1 : t.node[i]}];
+    if (slot == nullptr) {
+      const std::string& node = t.nodes.at(t.node[i]);
+      slot = &by_key[std::make_pair(rank, rank >= 0 ? std::string() : node)];
+      slot->rows.reserve(static_cast<size_t>(rows_of[{rank, rank >= 0 ? -1 : t.node[i]}]));
+    }
+    HtaRankTrace& r = *slot;
     const std::string& node = t.nodes.at(t.node[i]);
-    auto key = std::make_pair(rank, rank >= 0 ? std::string() : node);
-    HtaRankTrace& r = by_key[key];
     if (r.label.empty()) {
       r.rank = rank;
       r.label = rank >= 0 ? std::to_string(rank) : node;

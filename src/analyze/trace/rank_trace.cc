@@ -14,9 +14,11 @@ bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefi
 }  // namespace
 
 int64_t ArgInt(const std::string& args, const char* quoted_key) {
-  size_t k = args.find(quoted_key);
-  if (k == std::string::npos) return -1;
-  size_t p = k + std::strlen(quoted_key);
+  // memmem, not std::string::find: find stops at every '"' of the JSON to compare the key.
+  const size_t key_len = std::strlen(quoted_key);
+  const void* hit = memmem(args.data(), args.size(), quoted_key, key_len);
+  if (hit == nullptr) return -1;
+  size_t p = static_cast<size_t>(static_cast<const char*>(hit) - args.data()) + key_len;
   while (p < args.size() && (args[p] == ' ' || args[p] == ':')) ++p;
   bool neg = false;
   if (p < args.size() && args[p] == '-') {
@@ -77,13 +79,19 @@ std::vector<RankTrace> SplitByRank(const store::EventTable& t) {
     step_name[n] = StartsWith(nm, "ProfilerStep#");
   }
   std::map<std::pair<int64_t, std::string>, RankTrace> by_key;
+  // (rank, node code) -> its trace: no node string per event.
+  std::map<std::pair<int64_t, int32_t>, RankTrace*> by_code;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t.kind[i] != static_cast<uint8_t>(model::EventKind::kSpan)) continue;
     const size_t cat = static_cast<size_t>(t.category[i]);
     int64_t rank = t.rank[i] == model::kMissing ? -1 : t.rank[i];
+    RankTrace*& slot = by_code[{rank, rank >= 0 ? -1 : t.node[i]}];
+    if (slot == nullptr) {
+      const std::string& node = t.nodes.at(t.node[i]);
+      slot = &by_key[std::make_pair(rank, rank >= 0 ? std::string() : node)];
+    }
+    RankTrace& r = *slot;
     const std::string& node = t.nodes.at(t.node[i]);
-    auto key = std::make_pair(rank, rank >= 0 ? std::string() : node);
-    RankTrace& r = by_key[key];
     if (r.names == nullptr) {
       r.rank = rank;
       r.node = node;
