@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import math
@@ -60,8 +61,8 @@ KINETO = [  # small real traces (HTA's and Kineto's test data)
 ]
 SMDEBUG_JOBS = ["test_traces", "model_timeline_traces", "tfprofiler_timeline_traces"]
 RECORDED = [  # (name, instance type, tags)
-    ("vision-a", "ml.g5.xlarge", ["team=vision", "project=x"]),
-    ("vision-b", "ml.p3.2xlarge", ["team=vision", "project=y"]),
+    ("vision-a", "ml.g5.xlarge", ["team=vision", "project=x", "training_job=job-vision-a"]),
+    ("vision-b", "ml.p3.2xlarge", ["team=vision", "project=y", "training_job=job-vision-b"]),
     ("nlp-a", "ml.m5.xlarge", ["team=nlp"]),
 ]
 WRITTEN = 10  # runs written through RunWriter
@@ -144,7 +145,8 @@ def test_fleet_of_real_runs_matches_the_invoice(fleet, tmp_path):
         has = (d / "summary.json").exists()
         assert has == (kinds[d.name] != "written"), d
     recorded = json.loads((runs / "vision-a" / "summary.json").read_text())
-    assert recorded["run"]["tags"] == {"team": "vision", "project": "x"}
+    assert recorded["run"]["tags"] == {"team": "vision", "project": "x",
+                                       "training_job": "job-vision-a"}
     assert recorded["cost"]["total_cost_usd"] == pytest.approx(
         json.loads(cli("cost", runs / "vision-a", "--json").stdout)["total_cost_usd"], rel=1e-12)
 
@@ -526,3 +528,89 @@ def test_record_uploads_as_it_goes(s3_server, tmp_path):
     assert "upload to s3://fleet/recorded/rec2 failed" in p.stderr, p.stderr
     assert "cannot reach the object store" in p.stderr
     assert len(trainprof.open(str(tmp_path / "trainprof-runs" / "rec2")).system_metrics()) > 0
+
+
+def _describe(name, itype, billable, training, spot, start=1_790_000_000.0):
+    """A DescribeTrainingJob response as `aws sagemaker describe-training-job` prints it."""
+    iso = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat()  # noqa: E731
+    steps = [("Starting", 0, 60), ("Downloading", 60, 100), ("Training", 100, 100 + training),
+             ("Uploading", 100 + training, 110 + training)]
+    return {
+        "TrainingJobName": name,
+        "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}",
+        "TrainingJobStatus": "Completed", "SecondaryStatus": "Completed",
+        "AlgorithmSpecification": {"TrainingImage": "x", "TrainingInputMode": "File"},
+        "ResourceConfig": {"InstanceType": itype, "InstanceCount": 1, "VolumeSizeInGB": 30,
+                           "KeepAlivePeriodInSeconds": 0},
+        "EnableManagedSpotTraining": spot,
+        "TrainingStartTime": iso(start), "TrainingEndTime": iso(start + 110 + training),
+        "TrainingTimeInSeconds": training, "BillableTimeInSeconds": billable,
+        "SecondaryStatusTransitions": [{"Status": st, "StartTime": iso(start + a),
+                                        "EndTime": iso(start + b), "StatusMessage": ""}
+                                       for st, a, b in steps],
+        "WarmPoolStatus": {"Status": "Terminated", "ResourceRetainedBillableTimeInSeconds": 0},
+    }
+
+
+def test_billing_reconciled_per_job(fleet, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, runs, _ = fleet
+    measured = {n: json.loads(cli("cost", runs / n, "--json").stdout) for n in ("vision-a",
+                                                                                "vision-b")}
+    a_secs = measured["vision-a"]["billed_instance_seconds"]
+    jobs = [_describe("job-vision-a", "ml.g5.xlarge", int(round(a_secs)), int(round(a_secs)),
+                      False),
+            _describe("job-vision-b", "ml.p3.2xlarge", 300, 1000, True),
+            _describe("job-elsewhere", "ml.g5.xlarge", 500, 500, False)]
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    # CUR 2.0 line items: job-vision-a's hours in two lines, a storage line, an EC2 line and a
+    # line of another job; the published column names.
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-job/"
+    items = [
+        ("USE1-Train:ml.g5.xlarge", arn + "job-vision-a", a_secs / 3600 / 2, 0.01),
+        ("USE1-Train:ml.g5.xlarge", arn + "job-vision-a", a_secs / 3600 / 2, 0.02),
+        ("USE1-Train:VolumeUsage.gp2", arn + "job-vision-a", 0.001, 0.005),
+        ("USE1-BoxUsage:m5.large", "i-0123", 1.0, 0.096),
+        ("USE1-Train:ml.p3.2xlarge", arn + "job-vision-b", 2.0, 7.65),
+    ]
+    cols = ["line_item_usage_type", "line_item_resource_id", "line_item_usage_amount",
+            "line_item_unblended_cost"]
+    with open(tmp_path / "cur.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["bill_payer_account_id", *cols, "line_item_product_code"])
+        for it in items:
+            w.writerow(["123456789012", *it, "AmazonSageMaker"])
+    pq.write_table(pa.table({c: [it[i] for it in items] for i, c in enumerate(cols)}),
+                   tmp_path / "cur.parquet")
+    env = _env(tmp_path)
+    for cur in ("cur.csv", "cur.parquet"):
+        out = json.loads(cli("fleet", runs / "vision-a", runs / "vision-b", "--json",
+                             "--billing", tmp_path / "jobs.json", tmp_path / cur,
+                             env=env).stdout)
+        rec = {r["job"]: r for r in out["reconciliation"]}
+        assert set(rec) == {"job-vision-a", "job-vision-b", "job-elsewhere"}
+        a = rec["job-vision-a"]
+        assert a["status"] == "match", a["problems"]
+        assert a["billable_seconds"] == int(round(a_secs))
+        assert a["measured_billed_seconds"] == pytest.approx(a_secs)
+        assert a["cur_instance_seconds"] == pytest.approx(a_secs, rel=1e-9)
+        assert a["cur_cost_usd"] == pytest.approx(0.035)
+        assert a["aws_phases_seconds"] == pytest.approx(
+            {"starting": 60, "downloading": 40, "training": int(round(a_secs)), "uploading": 10})
+        b = rec["job-vision-b"]
+        assert b["status"] == "mismatch" and b["spot"] is True
+        assert b["spot_saving_pct"] == pytest.approx(70.0)
+        assert any("billed 300 s" in p for p in b["problems"])
+        assert any("CUR 7200 instance-seconds" in p for p in b["problems"])
+        assert rec["job-elsewhere"]["status"] == "mismatch"
+        assert rec["job-elsewhere"]["run"] is None
+    text = cli("fleet", runs / "vision-b", "--billing", tmp_path / "jobs.json", env=env).stdout
+    assert "job-vision-b: billed 300 s" in text
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    p = cli("fleet", runs / "vision-a", "--billing", tmp_path / "bad.csv", check=False, env=env)
+    assert p.returncode == 1 and "not a CUR 2.0 file: no line_item_usage_type" in p.stderr
+    (tmp_path / "bad.json").write_text('{"Foo": 1}')
+    p = cli("fleet", runs / "vision-a", "--billing", tmp_path / "bad.json", check=False, env=env)
+    assert p.returncode == 1 and "no TrainingJobName" in p.stderr
