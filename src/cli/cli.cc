@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <iostream>
 
 #include "cli/command.h"
@@ -11,10 +12,10 @@ namespace {
 
 // One line per subcommand; add yours here (keep the list sorted by name after the basics).
 constexpr AddCommandFn kCommands[] = {
-    AddLsCommand,      AddShowCommand,   AddExportCommand,    AddDemoCommand,
-    AddRecordCommand,  AddAgentCommand,  AddMarkCommand,      AddImportCommand,
-    AddAnalyzeCommand, AddCostCommand,   AddInstancesCommand, AddReportCommand,
-    AddRulesCommand,   AddDetailCommand, AddFleetCommand,     AddTuneCommand,
+    AddLsCommand,        AddShowCommand,   AddExportCommand, AddDemoCommand,    AddRecordCommand,
+    AddAgentCommand,     AddMarkCommand,   AddImportCommand, AddAnalyzeCommand, AddCostCommand,
+    AddInstancesCommand, AddReportCommand, AddRulesCommand,  AddDetailCommand,  AddTuneCommand,
+    AddServeCommand,     AddFleetCommand,
 };
 
 struct Planned {
@@ -24,9 +25,8 @@ struct Planned {
 
 // Subcommands that later work fills in; listed so that `trainprof --help` shows the whole tool.
 // They answer "not implemented yet" until then. Remove a line when its command lands.
-constexpr Planned kPlanned[] = {
-    {"serve", "Serve the live dashboard"},
-};
+// (None left: an empty list, kept for the next one.)
+constexpr std::array<Planned, 0> kPlanned{};
 
 int ExitCode(const Status& status) {
   if (status.ok()) return kExitOk;
@@ -41,7 +41,7 @@ int Main(const std::vector<std::string>& args) {
   if (args.size() >= 2 && args[1] == "tune") {
     return ExitCode(RunTuneHandOver({args.begin() + 2, args.end()}));
   }
-  // `fleet` and `export parquet` pass their arguments on untouched (fleet_command.cc).
+  // `fleet` and `export parquet` too (fleet_command.cc).
   if (args.size() >= 2 && args[1] == "fleet") {
     return ExitCode(RunFleetHandOver("fleet", {args.begin() + 2, args.end()}));
   }

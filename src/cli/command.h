@@ -44,6 +44,7 @@ void AddReportCommand(CLI::App& app, CommandAction* action);
 void AddRulesCommand(CLI::App& app, CommandAction* action);
 void AddDetailCommand(CLI::App& app, CommandAction* action);  // detail_command.cc
 void AddTuneCommand(CLI::App& app, CommandAction* action);    // tune_command.cc
+void AddServeCommand(CLI::App& app, CommandAction* action);   // serve_command.cc
 // `tune ARGS...`: execs the Python driver with ARGS unparsed; returns only on failure.
 Status RunTuneHandOver(const std::vector<std::string>& args);
 void AddFleetCommand(CLI::App& app, CommandAction* action);  // fleet_command.cc

@@ -5,16 +5,10 @@
 #include <cstdio>
 
 #include "base/time.h"
+#include "report/report_assets.h"
 #include "report/report_json.h"
 
 namespace trainprof::report {
-namespace assets {
-extern const std::string_view kDygraphsJs;
-extern const std::string_view kDygraphsCss;
-extern const std::string_view kDygraphsNotice;
-extern const std::string_view kReportJs;
-extern const std::string_view kReportCss;
-}  // namespace assets
 
 namespace {
 
@@ -651,6 +645,8 @@ std::string RenderHtml(const Report& r) {
                                             nlohmann::json::error_handler_t::replace)));
   p.Add("</script><script>");
   p.Add(assets::kDygraphsJs);
+  p.Add("</script><script>");
+  p.Add(assets::kChartsJs);
   p.Add("</script><script>");
   p.Add(assets::kReportJs);
   p.Add("</script></body></html>\n");

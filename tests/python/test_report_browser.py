@@ -102,7 +102,8 @@ def test_report_renders_in_chromium(report_html, browser):
 
     # Nothing from the trace ran or became markup.
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
-    assert browser.execute_script("return document.querySelectorAll('script').length") == 3
+    # the page's own: chart data, dygraphs, the shared chart layer (charts.js), the report's script
+    assert browser.execute_script("return document.querySelectorAll('script').length") == 4
     body = browser.find_element(By.TAG_NAME, "body").text
     assert "<script>alert(\"op\")</script>" in body
     assert "--tag=<script>alert('cmd')</script>" in body

@@ -1,0 +1,358 @@
+// trainprof dashboard: a single page over the JSON API (/api/...), drawing with the report's
+// chart layer (window.tpCharts, charts.js). Pages: #/ (runs), #/run/<id>[/<tab>],
+// #/compare/<id>,<id>... Live: a run's page listens to /api/runs/<id>/stream (server-sent
+// events) and refetches what it shows when the run gains data. Every text from a run goes
+// through esc() or textContent.
+(function () {
+  "use strict";
+  var C = window.tpCharts, esc = C.esc, fmt = C.fmt;
+  var app = document.getElementById("app"), crumbs = document.getElementById("crumbs");
+  var liveBadge = document.getElementById("live");
+  var stream = null, refresh = null, pending = false;
+
+  function api(path) {
+    return fetch(path, { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) return r.json().then(function (j) { throw new Error(j.error || r.statusText); });
+      return r.json();
+    });
+  }
+  function h(tag, attrs, children) {
+    var el = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") el.textContent = attrs[k];
+      else if (k === "html") el.innerHTML = attrs[k];  // only for markup built from esc()'d text
+      else if (k.slice(0, 2) === "on") el.addEventListener(k.slice(2), attrs[k]);
+      else el.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { if (c) el.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
+    return el;
+  }
+  function dur(ns) {
+    if (ns === null || ns === undefined) return "n/a";
+    var s = ns / 1e9;
+    if (s < 120) return s.toFixed(1) + " s";
+    if (s < 7200) return (s / 60).toFixed(1) + " min";
+    return (s / 3600).toFixed(2) + " h";
+  }
+  function when(ns) { return ns ? new Date(ns / 1e6).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "n/a"; }
+  function usd(v) { return v === null || v === undefined ? "n/a" : "$" + Number(v).toFixed(v < 1 ? 4 : 2); }
+  function setCrumbs(parts) {
+    crumbs.textContent = "";
+    parts.forEach(function (p, i) {
+      if (i) crumbs.appendChild(document.createTextNode(" / "));
+      crumbs.appendChild(p.href ? h("a", { href: p.href, text: p.text }) : h("span", { text: p.text }));
+    });
+  }
+  function stopLive() {
+    if (stream) { stream.close(); stream = null; }
+    liveBadge.hidden = true;
+    refresh = null;
+  }
+  // Listens to the run's stream; `onUpdate` runs (one at a time) each time it gains data.
+  function live(id, onUpdate) {
+    stopLive();
+    refresh = onUpdate;
+    stream = new EventSource("/api/runs/" + id + "/stream");
+    stream.addEventListener("update", function (e) {
+      var d = JSON.parse(e.data);
+      liveBadge.hidden = !!d.finished;
+      if (pending || !refresh) return;
+      pending = true;
+      Promise.resolve(refresh(d)).catch(function (err) { console.error(err); })
+        .then(function () { pending = false; });
+    });
+  }
+
+  // ---- Runs -------------------------------------------------------------------------------
+  var sortKey = "start_ns", sortDesc = true, filterText = "", selected = {};
+  function runsPage() {
+    stopLive();
+    setCrumbs([{ text: "Runs" }]);
+    return api("/api/runs").then(function (data) {
+      var runs = data.runs;
+      app.textContent = "";
+      var filter = h("input", { type: "search", placeholder: "filter by name, status, tag…", value: filterText });
+      var compare = h("button", { text: "Compare selected", disabled: "" });
+      var table = h("table", { id: "runs" });
+      app.appendChild(h("p", {}, [filter, " ", compare, h("span", { class: "muted", text: "  " + runs.length + " runs" })]));
+      app.appendChild(table);
+      var cols = [["name", "Name"], ["status", "Status"], ["start_ns", "Start"], ["duration_ns", "Duration", "num"],
+                  ["nodes", "Nodes", "num"], ["gpus", "GPUs", "num"], ["findings", "Findings", "num"],
+                  ["instance_type", "Instance"]];
+      function updateCompare() {
+        var ids = Object.keys(selected).filter(function (k) { return selected[k]; });
+        if (ids.length >= 2) compare.removeAttribute("disabled"); else compare.setAttribute("disabled", "");
+        compare.onclick = function () { location.hash = "#/compare/" + ids.join(","); };
+      }
+      function render() {
+        var rows = runs.filter(function (r) {
+          var t = (r.name + " " + r.status + " " + JSON.stringify(r.tags || {}) + " " + (r.path || "")).toLowerCase();
+          return t.indexOf(filterText.toLowerCase()) >= 0;
+        }).sort(function (a, b) {
+          var x = a[sortKey], y = b[sortKey];
+          var c = x === y ? 0 : (x === undefined || x === null) ? -1 : (y === undefined || y === null) ? 1 : x < y ? -1 : 1;
+          return sortDesc ? -c : c;
+        });
+        table.textContent = "";
+        table.appendChild(h("tr", {}, [h("th", { text: "" })].concat(cols.map(function (c) {
+          return h("th", { class: c[2] || "", text: c[1] + (sortKey === c[0] ? (sortDesc ? " ▾" : " ▴") : ""),
+                           onclick: function () { if (sortKey === c[0]) sortDesc = !sortDesc; else { sortKey = c[0]; sortDesc = true; } render(); } });
+        }))));
+        rows.forEach(function (r) {
+          var box = h("input", { type: "checkbox" });
+          box.checked = !!selected[r.id];
+          box.onchange = function () { selected[r.id] = box.checked; updateCompare(); };
+          var status = r.status + (r.status === "failed" ? " (exit " + r.exit_status + ")" : "");
+          table.appendChild(h("tr", { "data-id": r.id }, [
+            h("td", {}, [box]),
+            h("td", {}, [h("a", { href: "#/run/" + r.id, text: r.name || r.path || r.id })]),
+            h("td", { class: "status-" + r.status, text: status }),
+            h("td", { text: when(r.start_ns) }),
+            h("td", { class: "num", text: dur(r.duration_ns) }),
+            h("td", { class: "num", text: String(r.nodes) }),
+            h("td", { class: "num", text: String(r.gpus) }),
+            h("td", { class: "num", text: String(r.findings) }),
+            h("td", { text: r.instance_type || "" })
+          ]));
+        });
+      }
+      filter.oninput = function () { filterText = filter.value; render(); };
+      render();
+      updateCompare();
+    });
+  }
+
+  // ---- One run ----------------------------------------------------------------------------
+  var NODE_CHARTS = [
+    ["cpu_utilization_ratio", "CPU utilisation", ["total"]],
+    ["gpu_utilization_ratio", "GPU utilisation"],
+    ["gpu_memory_used_ratio", "GPU memory used"],
+    ["memory_used_bytes", "Host memory used"],
+    ["network_receive_bytes_per_second", "Network received"],
+    ["network_transmit_bytes_per_second", "Network sent"],
+    ["disk_read_bytes_per_second", "Disk read"],
+    ["disk_write_bytes_per_second", "Disk written"]
+  ];
+
+  function chartBox(title, id) {
+    return [h("div", { class: "chart-title", text: title }), h("div", { class: "chart", id: id })];
+  }
+  // A metric's chart from /metric, one line per (node, device); a series that is flat zero
+  // collapses to one line of text.
+  function metricChart(id, metric, title, devices, into) {
+    var el = document.getElementById(into);
+    var width = Math.max(200, Math.min(2000, Math.round((el && el.clientWidth) || 900)));
+    var q = "/api/runs/" + id + "/metric?metric=" + encodeURIComponent(metric) + "&points=" + width;
+    (devices || []).forEach(function (d) { q += "&device=" + encodeURIComponent(d); });
+    return api(q).then(function (m) {
+      if (!el) return;
+      if (!m.series.length) { el.className = "collapsed"; el.textContent = "no " + title.toLowerCase() + " recorded"; return; }
+      var flat = m.series.every(function (s) { return s.max.every(function (v) { return v === 0; }); });
+      if (flat) { el.className = "collapsed"; el.textContent = title + ": zero throughout"; return; }
+      el.className = "chart";
+      C.draw(el, { kind: "band", unit: m.unit === "bytes/s" ? "bytes_per_second" : m.unit, series: m.series.map(function (s) {
+        return { label: (m.series.length > 1 ? s.node + " " : "") + (s.device || metric),
+                 x: s.ts_ns.map(function (t) { return t / 1e9; }), min: s.min, mean: s.mean, max: s.max };
+      }) });
+    });
+  }
+
+  function overviewTab(id, o) {
+    var s = o.summary, run = o.run, out = [];
+    out.push(h("div", { class: "verdict", text: s.verdict || "no verdict yet" }));
+    var cards = h("div", { class: "cards" });
+    [["Status", run.status + (run.exit_status !== null && run.exit_status !== undefined ? " (exit " + run.exit_status + ")" : "")],
+     ["Duration", dur(run.duration_ns)], ["Nodes / GPUs", run.nodes + " / " + run.gpus],
+     ["Findings", String(run.findings)],
+     ["Cost", o.cost && o.cost.available ? usd(o.cost.total_usd) : "n/a"],
+     ["Cost per step", o.cost && o.cost.available ? usd(o.cost.cost_per_step_usd) : "n/a"],
+     ["GPU idle share", s.gpus ? fmt(s.gpu_idle_share, "ratio") : "no GPU"]].forEach(function (c) {
+      cards.appendChild(h("div", { class: "card" }, [h("div", { class: "k", text: c[0] }), h("div", { class: "v", text: c[1] })]));
+    });
+    out.push(cards);
+    if (o.cost && !o.cost.available && o.cost.note) out.push(h("p", { class: "muted", text: "Cost: " + o.cost.note }));
+    out.push(h("h3", { text: "What to change" }));
+    (s.top_changes || []).forEach(function (c) {
+      out.push(h("div", { class: "finding" }, [h("b", { text: c.title }), h("div", { text: c.detail }), h("div", { class: "muted", text: c.source })]));
+    });
+    out.push(h("h3", { text: "Findings" }));
+    var any = false;
+    ((o.rules && o.rules.rules) || []).forEach(function (r) {
+      (r.findings || []).forEach(function (f) {
+        any = true;
+        out.push(h("div", { class: "finding", "data-rule": r.name }, [
+          h("span", { class: "sev-" + (f.severity || "").toLowerCase(), text: r.name + " · " + (f.severity || "") }),
+          h("span", { class: "muted", text: "  " + (f.node || "") + " " + (f.device || "") + " · " + when(f.start_ns) +
+                      (f.cost_usd !== undefined && f.cost_usd !== null ? " · ≈ " + usd(f.cost_usd) : "") }),
+          h("div", { text: f.message }), h("div", { class: "muted", text: f.recommendation || "" }),
+          h("details", {}, [h("summary", { text: "evidence" }), h("pre", { text: JSON.stringify(f.evidence, null, 1) })])
+        ]));
+      });
+    });
+    if (!any) out.push(h("p", { class: "collapsed", text: "no rule has fired" }));
+    out.push(h("h3", { text: "Phases" }));
+    var phases = o.phases || [];
+    if (!phases.length) out.push(h("p", { class: "collapsed", text: "no phases recorded" }));
+    else {
+      var t = h("table");
+      phases.forEach(function (p) { t.appendChild(h("tr", {}, [h("td", { text: p.name }), h("td", { class: "num", text: dur(p.duration_ns) })])); });
+      out.push(t);
+    }
+    return out;
+  }
+
+  function nodesTab(id) {
+    var out = [];
+    NODE_CHARTS.forEach(function (c, i) { out = out.concat(chartBox(c[1], "m" + i)); });
+    setTimeout(function () { NODE_CHARTS.forEach(function (c, i) { metricChart(id, c[0], c[1], c[2], "m" + i); }); }, 0);
+    return out;
+  }
+
+  function heatmapTab(id, o) {
+    var out = [];
+    ((o.system && o.system.nodes) || []).forEach(function (n, i) {
+      out.push(h("div", { class: "chart-title", text: "Utilisation of " + n.node + " (cores and GPUs × time)" }));
+      var el = h("div", { class: "chart", "data-kind": "heatmap", id: "hm" + i });
+      out.push(el);
+      setTimeout(function () {
+        var hm = n.heatmap;
+        if (!hm || !hm.rows || !hm.rows.length) { el.className = "collapsed"; el.textContent = "no utilisation samples"; return; }
+        C.draw(el, { kind: "heatmap", rows: hm.rows, cells: hm.cells, start_s: hm.start_ns / 1e9, bucket_s: hm.bucket_ns / 1e9 });
+      }, 0);
+    });
+    return out;
+  }
+
+  function trainingTab(id) {
+    var out = chartBox("Step time per rank (ms)", "steps");
+    var shares = h("div", { class: "cards", id: "shares" });
+    out.push(shares);
+    setTimeout(function () {
+      var el = document.getElementById("steps");
+      api("/api/runs/" + id + "/steps?points=" + Math.max(200, Math.min(2000, el.clientWidth || 900))).then(function (st) {
+        if (!st.steps) { el.className = "collapsed"; el.textContent = "no training steps recorded"; return; }
+        C.draw(el, { kind: "band", unit: "ms", series: st.series.map(function (s) {
+          return { label: s.label, x: s.ts_ns.map(function (t) { return t / 1e9; }), min: s.min, mean: s.mean, max: s.max };
+        }) });
+        Object.keys(st.shares).forEach(function (k) {
+          shares.appendChild(h("div", { class: "card" }, [h("div", { class: "k", text: k.replace("_", " ") + " share" }),
+                                                            h("div", { class: "v", text: fmt(st.shares[k], "ratio") })]));
+        });
+        shares.appendChild(h("div", { class: "card" }, [h("div", { class: "k", text: "training steps" }), h("div", { class: "v", text: String(st.steps) })]));
+      });
+    }, 0);
+    return out;
+  }
+
+  function timelineTab(id, o) {
+    var run = o.run, out = [];
+    var end = run.latest_ns || run.end_ns || run.start_ns, start = Math.max(run.start_ns, end - 60e9);
+    var from = h("input", { type: "number", value: String(Math.round((start - run.start_ns) / 1e9)), style: "width:90px" });
+    var to = h("input", { type: "number", value: String(Math.round((end - run.start_ns) / 1e9)), style: "width:90px" });
+    var table = h("table", { id: "events" });
+    var dl = h("button", { text: "Open in Perfetto (download Chrome trace)" });
+    var current = [];
+    function load() {
+      var a = run.start_ns + Number(from.value) * 1e9, b = run.start_ns + Number(to.value) * 1e9;
+      return api("/api/runs/" + id + "/events?start=" + Math.round(a) + "&end=" + Math.round(b) + "&limit=5000").then(function (ev) {
+        current = ev.events;
+        table.textContent = "";
+        table.appendChild(h("tr", {}, ["start", "duration", "category", "name", "rank", "step"].map(function (t) { return h("th", { text: t }); })));
+        ev.events.slice(0, 500).forEach(function (e) {
+          table.appendChild(h("tr", {}, [h("td", { text: when(e.start_ns) }), h("td", { class: "num", text: (e.duration_ns / 1e6).toFixed(3) + " ms" }),
+                                        h("td", { text: e.category }), h("td", { text: e.name }),
+                                        h("td", { text: e.rank === null ? "" : String(e.rank) }), h("td", { text: e.step === null ? "" : String(e.step) })]));
+        });
+        if (ev.truncated || ev.events.length > 500) table.appendChild(h("tr", {}, [h("td", { colspan: "6", class: "muted", text: ev.total + " events in range; showing the first 500 (the download has up to 5000)" })]));
+      });
+    }
+    dl.onclick = function () {
+      var trace = { traceEvents: current.map(function (e) {
+        return { name: e.name, cat: e.category, ph: e.duration_ns > 0 ? "X" : "i", ts: e.start_ns / 1000, dur: e.duration_ns / 1000,
+                 pid: e.rank !== null ? e.rank : (e.pid || 0), tid: e.category, s: "t", args: { step: e.step, node: e.node } };
+      }), displayTimeUnit: "ms" };
+      var a = h("a", { href: URL.createObjectURL(new Blob([JSON.stringify(trace)], { type: "application/json" })), download: "trainprof-range.json" });
+      document.body.appendChild(a); a.click(); a.remove();
+    };
+    out.push(h("p", {}, ["From ", from, " s to ", to, " s after the start ", h("button", { text: "Show", onclick: load }), " ", dl]));
+    out.push(table);
+    setTimeout(load, 0);
+    return out;
+  }
+
+  var TABS = [["overview", "Overview", overviewTab], ["nodes", "Nodes", nodesTab], ["heatmap", "Heatmap", heatmapTab],
+              ["training", "Training loop", trainingTab], ["timeline", "Timeline", timelineTab]];
+
+  function runPage(id, tab) {
+    tab = tab || "overview";
+    var spec = TABS.filter(function (t) { return t[0] === tab; })[0] || TABS[0];
+    function render() {
+      return api("/api/runs/" + id).then(function (o) {
+        setCrumbs([{ text: "Runs", href: "#/" }, { text: o.run.name || id }]);
+        var scrollY = window.scrollY;
+        app.textContent = "";
+        app.appendChild(h("p", { class: "tabs" }, TABS.map(function (t) {
+          return h("a", { href: "#/run/" + id + "/" + t[0], class: t[0] === spec[0] ? "on" : "", text: t[1] });
+        })));
+        app.appendChild(h("div", { class: "muted", text: (o.summary.command || []).join(" ") + " · started " + when(o.run.start_ns) }));
+        spec[2](id, o).forEach(function (el) { app.appendChild(el); });
+        window.scrollTo(0, scrollY);
+      });
+    }
+    return render().then(function () { if (spec[0] !== "timeline") live(id, render); else stopLive(); });
+  }
+
+  // ---- Compare ----------------------------------------------------------------------------
+  function comparePage(ids) {
+    stopLive();
+    setCrumbs([{ text: "Runs", href: "#/" }, { text: "Compare " + ids.length + " runs" }]);
+    return Promise.all(ids.map(function (id) {
+      return Promise.all([api("/api/runs/" + id), api("/api/runs/" + id + "/steps?points=2")]);
+    })).then(function (all) {
+      app.textContent = "";
+      var t = h("table", { id: "compare" });
+      t.appendChild(h("tr", {}, [h("th", { text: "" })].concat(all.map(function (a) { return h("th", { text: a[0].run.name }); }))));
+      function medianStep(o) {
+        var r = (o.training.ranks || [])[0];
+        return r && r.step_ms ? r.step_ms.p50 : null;
+      }
+      var rows = [
+        ["status", function (o) { return o.run.status; }],
+        ["duration", function (o) { return dur(o.run.duration_ns); }],
+        ["training steps", function (o, st) { return String(st.steps); }],
+        ["median step", function (o) { var m = medianStep(o); return m === null || m === undefined ? "n/a" : m.toFixed(2) + " ms"; }],
+        ["steps / s", function (o, st) { return o.run.duration_ns ? (st.steps / (o.run.duration_ns / 1e9)).toFixed(2) : "n/a"; }],
+        ["data wait share", function (o, st) { return fmt(st.shares.data_wait, "ratio"); }],
+        ["GPU utilisation (mean)", function (o) { return o.summary.gpus ? fmt(o.summary.gpu_utilization_mean, "ratio") : "no GPU"; }],
+        ["findings", function (o) { return String(o.run.findings); }],
+        ["cost", function (o) { return o.cost && o.cost.available ? usd(o.cost.total_usd) : "n/a"; }],
+        ["cost per step", function (o) { return o.cost && o.cost.available ? usd(o.cost.cost_per_step_usd) : "n/a"; }],
+        ["command", function (o) { return (o.summary.command || []).join(" "); }],
+        ["instance type", function (o) { return o.summary.instance_type || "n/a"; }],
+        ["tags", function (o) { return JSON.stringify(o.summary.tags || {}); }],
+        ["trainprof", function (o) { return o.generator; }]
+      ];
+      rows.forEach(function (r) {
+        var vals = all.map(function (a) { return r[1](a[0], a[1]); });
+        var changed = vals.some(function (v) { return v !== vals[0]; });
+        t.appendChild(h("tr", { class: changed ? "diff-changed" : "" }, [h("th", { text: r[0] })].concat(vals.map(function (v) { return h("td", { text: v }); }))));
+      });
+      app.appendChild(h("p", { class: "muted", text: "Rows that differ between the runs are highlighted." }));
+      app.appendChild(t);
+    });
+  }
+
+  function route() {
+    var parts = location.hash.replace(/^#\/?/, "").split("/");
+    var done;
+    if (parts[0] === "run" && parts[1]) done = runPage(parts[1], parts[2]);
+    else if (parts[0] === "compare" && parts[1]) done = comparePage(parts[1].split(",").filter(Boolean));
+    else done = runsPage();
+    Promise.resolve(done).catch(function (err) {
+      app.textContent = "";
+      app.appendChild(h("p", { class: "status-failed", text: "Could not load: " + err.message }));
+    });
+  }
+  window.addEventListener("hashchange", route);
+  route();
+})();

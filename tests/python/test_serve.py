@@ -1,0 +1,307 @@
+"""`trainprof serve`, the live dashboard, as its users and its attackers would use it: the JSON
+API against values computed here from the data written (min / mean / max per bucket with
+numpy), new data pushed to a listening client within 2 s of being written, no path outside
+the served directories reachable however it is spelled, a token on any address but loopback,
+and the page itself in headless Chromium (runs, a run's overview and nodes, compare) without
+console errors; screenshots kept under tests/artifacts/."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import trainprof
+from conftest import REPO, trainprof_command
+
+ARTIFACTS = REPO / "tests" / "artifacts"
+T0 = 1_790_000_000_000_000_000  # ns
+S = 1_000_000_000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_run(path: Path, name: str, seconds: int = 100, live: bool = False):
+    """A run with known data: cpu_utilization_ratio{total} = (k % 17) / 16 at T0 + k s + 0.5 s,
+    memory_used_bytes = 1 GiB + k MiB, and one training step per second of 200 + (k % 5) ms."""
+    w = trainprof.RunWriter(str(path), node="node-a", name=name, command=["python", name + ".py"],
+                            start_ns=T0)
+    k = np.arange(seconds)
+    ts = T0 + k * S + S // 2
+    w.append_metric("cpu_utilization_ratio", "total", ts, (k % 17) / 16)
+    w.append_metric("memory_used_bytes", "", ts, 2**30 + k * 2**20)
+    for i in range(seconds):
+        w.append_event("step", "step", int(T0 + i * S), int((200 + i % 5) * 1e6), mode="train",
+                       step=i, pid=42)
+    w.flush()
+    if not live:
+        w.close(end_ns=int(T0 + seconds * S), exit_status=0)
+    return w
+
+
+class Serve:
+    def __init__(self, roots, *extra):
+        self.port = _free_port()
+        self.proc = subprocess.Popen([*trainprof_command(), "serve", *map(str, roots), "--addr",
+                                      f"127.0.0.1:{self.port}", *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                assert self.proc.poll() is None, self.proc.communicate()
+                time.sleep(0.1)
+        raise AssertionError("serve did not start")
+
+    def get(self, path, headers=None):
+        req = urllib.request.Request(self.url + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), dict(e.headers)
+
+    def json(self, path):
+        status, body, _ = self.get(path)
+        assert status == 200, (path, status, body[:300])
+        return json.loads(body)
+
+    def raw(self, path: str) -> int:
+        """The status of a request sent exactly as written (no client-side normalising)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.putrequest("GET", path, skip_host=False, skip_accept_encoding=True)
+        c.endheaders()
+        status = c.getresponse().status
+        c.close()
+        return status
+
+    def stop(self):
+        self.proc.terminate()
+        out, err = self.proc.communicate(timeout=30)
+        return out, err
+
+
+@pytest.fixture
+def runs(tmp_path):
+    root = tmp_path / "runs"
+    _write_run(root / "alpha", "alpha")
+    _write_run(root / "team" / "beta", "beta", seconds=60)
+    return root
+
+
+def test_runs_and_metric_buckets_equal_the_data_written(runs):
+    srv = Serve([runs])
+    try:
+        listing = srv.json("/api/runs")["runs"]
+        assert sorted(r["name"] for r in listing) == ["alpha", "beta"]
+        alpha = next(r for r in listing if r["name"] == "alpha")
+        assert alpha["status"] == "finished" and alpha["duration_ns"] == 100 * S
+        assert alpha["nodes"] == 1 and alpha["gpus"] == 0 and "dir" not in alpha
+        run_id = alpha["id"]
+
+        m = srv.json(f"/api/runs/{run_id}/metric?metric=cpu_utilization_ratio&start={T0}"
+                     f"&end={T0 + 100 * S}&points=10")
+        (series,) = m["series"]
+        assert m["unit"] == "ratio" and series["device"] == "total" and series["samples"] == 100
+        k = np.arange(100)
+        values = ((k % 17) / 16).reshape(10, 10)  # 10 s buckets of 10 samples each
+        assert series["ts_ns"] == [T0 + b * 10 * S for b in range(10)]
+        assert series["min"] == values.min(axis=1).tolist()
+        assert series["max"] == values.max(axis=1).tolist()
+        assert np.allclose(series["mean"], values.mean(axis=1))
+
+        steps = srv.json(f"/api/runs/{run_id}/steps?points=5")
+        assert steps["steps"] == 100
+        (st,) = steps["series"]
+        assert min(st["min"]) == 200.0 and max(st["max"]) == 204.0
+
+        events = srv.json(f"/api/runs/{run_id}/events?start={T0}&end={T0 + 10 * S}&limit=3")
+        assert events["truncated"] is True and len(events["events"]) == 3 and events["total"] == 10
+
+        overview = srv.json(f"/api/runs/{run_id}")
+        assert overview["run"]["name"] == "alpha" and "summary" in overview and "run_dir" not in overview
+        bad = srv.get(f"/api/runs/{run_id}/metric")
+        assert bad[0] == 400 and b"metric=" in bad[1]
+    finally:
+        srv.stop()
+
+
+def test_no_path_outside_the_served_directories_is_reachable(runs, tmp_path):
+    outside = tmp_path / "outside"
+    _write_run(outside / "secret", "secret")
+    os.symlink(outside, runs / "link")  # a symlink inside a root is not followed
+    srv = Serve([runs])
+    try:
+        names = [r["name"] for r in srv.json("/api/runs")["runs"]]
+        assert "secret" not in names
+        for path in ["/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/assets/../../etc/passwd",
+                     "/assets/..%2f..%2fetc%2fpasswd", "/api/runs/..%2f..%2fetc",
+                     "/api/runs/../../etc/passwd/metric", "/api/runs/link%2fsecret",
+                     "/api/runs/0000000000000000", "/etc/passwd", "/api/runs/%00"]:
+            status = srv.raw(path)
+            assert status in (400, 404), (path, status)
+        # the page and its assets are there; nothing else
+        assert srv.get("/")[0] == 200 and srv.get("/assets/charts.js")[0] == 200
+        assert srv.get("/assets/app.js")[2].get("X-Content-Type-Options") == "nosniff"
+    finally:
+        srv.stop()
+
+
+def test_a_token_guards_every_request_when_set(runs):
+    srv = Serve([runs], "--token", "s3cr3t-t0ken")
+    try:
+        assert srv.get("/api/runs")[0] == 401
+        assert srv.get("/")[0] == 401
+        assert srv.get("/api/runs", {"Authorization": "Bearer wrong"})[0] == 401
+        assert srv.get("/api/runs", {"Authorization": "Bearer s3cr3t-t0ken"})[0] == 200
+        status, _, headers = srv.get("/?token=s3cr3t-t0ken")
+        assert status == 200 and "tp_token=s3cr3t-t0ken" in headers.get("Set-Cookie", "")
+        assert "HttpOnly" in headers["Set-Cookie"]
+        assert srv.get("/api/runs", {"Cookie": "tp_token=s3cr3t-t0ken"})[0] == 200
+    finally:
+        srv.stop()
+
+
+def test_new_data_reaches_a_listening_client_within_two_seconds(tmp_path):
+    root = tmp_path / "runs"
+    writer = _write_run(root / "live", "live", seconds=10, live=True)
+    srv = Serve([root])
+    try:
+        run_id = srv.json("/api/runs")["runs"][0]["id"]
+        assert srv.json("/api/runs")["runs"][0]["status"] in ("running", "crashed")
+        got = []
+
+        def listen():
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=20)
+            c.request("GET", f"/api/runs/{run_id}/stream")
+            r = c.getresponse()
+            assert r.status == 200 and r.getheader("Content-Type").startswith("text/event-stream")
+            buf = b""
+            while len(got) < 2:
+                chunk = r.readline()
+                if not chunk:
+                    break
+                buf += chunk
+                if buf.endswith(b"\n\n"):
+                    if buf.startswith(b"event: update"):
+                        got.append((time.monotonic(), json.loads(buf.split(b"data: ", 1)[1])))
+                    buf = b""
+            c.close()
+
+        t = threading.Thread(target=listen, daemon=True)
+        t.start()
+        deadline = time.time() + 10
+        while not got and time.time() < deadline:
+            time.sleep(0.05)
+        assert got, "no first event"
+        new_ts = int(T0 + 30 * S)
+        writer.append_metric("cpu_utilization_ratio", "total", np.array([new_ts]), np.array([0.5]))
+        writer.flush()
+        written = time.monotonic()
+        t.join(timeout=10)
+        assert len(got) == 2, got
+        delay = got[1][0] - written
+        assert got[1][1]["latest_ns"] == new_ts and delay <= 2.0, delay
+        writer.close(end_ns=new_ts + S, exit_status=0)
+    finally:
+        srv.stop()
+
+
+def test_live_streams_are_bounded(tmp_path):
+    root = tmp_path / "runs"
+    _write_run(root / "r", "r", seconds=5)
+    srv = Serve([root])
+    try:
+        run_id = srv.json("/api/runs")["runs"][0]["id"]
+        conns = []
+        for _ in range(20):
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            c.request("GET", f"/api/runs/{run_id}/stream")
+            conns.append(c)
+        statuses = sorted(c.getresponse().status for c in conns)
+        assert statuses == [200] * 16 + [503] * 4, statuses
+        # the API still answers at once while the streams are held
+        t = time.monotonic()
+        assert srv.get("/api/runs")[0] == 200
+        assert time.monotonic() - t < 2
+        for c in conns:
+            c.close()
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.fail("Debian's chromium and chromium-driver are required (scripts/system-packages.txt)")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()
+
+
+def _wait(browser, script, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = browser.execute_script(script)
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for: {script}")
+
+
+def test_the_page_in_a_browser(runs, browser):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    srv = Serve([runs])
+    try:
+        browser.get(srv.url + "/")
+        _wait(browser, "return document.querySelectorAll('#runs tr[data-id]').length == 2")
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-runs.png"))
+        ids = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#runs tr[data-id]')).map(r => r.dataset.id)")
+        browser.get(srv.url + f"/#/run/{ids[0]}")
+        _wait(browser, "return document.querySelector('.verdict') !== null")
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-overview.png"))
+        browser.get(srv.url + f"/#/run/{ids[0]}/nodes")
+        browser.refresh()
+        canvases = _wait(browser, "var n = document.querySelectorAll('#m0 canvas').length; return n || 0")
+        assert canvases > 0
+        # a metric the run does not have collapses to one line instead of an empty chart
+        _wait(browser, "var e = document.getElementById('m1'); return e && e.className == 'collapsed'")
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-nodes.png"))
+        browser.get(srv.url + f"/#/compare/{ids[0]},{ids[1]}")
+        browser.refresh()
+        _wait(browser, "return document.querySelectorAll('#compare tr').length > 5")
+        changed = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#compare tr.diff-changed th')).map(t => t.textContent)")
+        assert "command" in changed and "training steps" in changed
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-compare.png"))
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        srv.stop()
