@@ -43,7 +43,10 @@ function(trainprof_add_test name module)
   endif()
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  # Tests read JSON freely: nlohmann-json (third_party/) for every test, so none falls back on a
+  # system copy in /usr/include.
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} nlohmann_json::nlohmann_json GTest::gtest
+                        GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
       TRAINPROF_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
       TRAINPROF_BINARY_DIR="${PROJECT_BINARY_DIR}")
