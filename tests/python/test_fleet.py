@@ -614,3 +614,58 @@ def test_billing_reconciled_per_job(fleet, tmp_path):
     (tmp_path / "bad.json").write_text('{"Foo": 1}')
     p = cli("fleet", runs / "vision-a", "--billing", tmp_path / "bad.json", check=False, env=env)
     assert p.returncode == 1 and "no TrainingJobName" in p.stderr
+
+
+def test_killed_recorder_loses_nothing_remotely(s3_server, tmp_path):
+    """kill -9 of the recorder: the uploader notices and copies the local run once more; the
+    bucket then holds exactly the local files (what the local store kept)."""
+    import signal
+
+    import boto3
+
+    env = _s3_env(tmp_path, s3_server)
+    s3 = boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="testing",
+                      aws_secret_access_key="testing", region_name="us-east-1")
+    if "fleet" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="fleet")
+    pidfile = tmp_path / "job.pid"
+    job = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    rec = subprocess.Popen([*trainprof_command(), "record", "--out", "s3://fleet/killed/rec",
+                            "--no-gpu", "--interval", "100ms", "--", sys.executable, "-c", job],
+                           cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    local = tmp_path / "trainprof-runs" / "rec"
+
+    def remote() -> dict:
+        got = s3.list_objects_v2(Bucket="fleet", Prefix="killed/rec/").get("Contents", [])
+        return {o["Key"][len("killed/rec/"):]: o["Size"] for o in got}
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and not any(k.startswith("nodes/") for k in remote()):
+            time.sleep(0.2)
+        assert any(k.startswith("nodes/") for k in remote()), "nothing uploaded while running"
+        time.sleep(1.0)
+        rec.send_signal(signal.SIGKILL)
+        rec.wait(timeout=10)
+    finally:
+        if pidfile.exists():
+            try:
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        if rec.poll() is None:
+            rec.kill()
+    samples = len(trainprof.open(str(local)).system_metrics())
+    assert samples > 0
+    want = {x.relative_to(local).as_posix(): x.stat().st_size for x in local.rglob("*")
+            if x.is_file() and not x.name.startswith(".")}
+    deadline = time.time() + 30
+    while time.time() < deadline and remote() != want:
+        time.sleep(0.2)
+    assert remote() == want
+    # The bucket's copy reads as the local one.
+    copy = tmp_path / "copy"
+    for k in want:
+        (copy / k).parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file("fleet", f"killed/rec/{k}", str(copy / k))
+    assert len(trainprof.open(str(copy)).system_metrics()) == samples
