@@ -177,6 +177,7 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   so.collector_factory = options.collector_factory;
   TP_ASSIGN_OR_RETURN(auto session, RecordingSession::Open(so, start_ns));
   if (!options.quiet) out << "trainprof: recording to " << run_dir << "\n" << std::flush;
+  if (options.on_started) options.on_started(run_dir, out);
 
   // The child may change directory: hand it the run directory as an absolute path.
   std::string abs_run_dir = run_dir;

@@ -49,6 +49,9 @@ struct RecordOptions {
   // Called once the command has ended and the run is closed (rules, cost, report: the CLI
   // joins those in; agent/ depends on none of them). Its problems never change the exit code.
   std::function<void(const std::string& run_dir, std::ostream& out)> on_finished;
+  // Called once the run directory exists, before the command starts (the CLI starts the
+  // dashboard there for `record --serve`). Its problems never stop the command.
+  std::function<void(const std::string& run_dir, std::ostream& out)> on_started;
   // Work joined in while the command runs (live rules; the CLI provides it): `poll` runs on its
   // own thread every `live_period_ns` from the start of sampling until the command ends, and
   // is never called after that. Its problems never touch the command.

@@ -12,6 +12,7 @@
 #include "cli/custom_rules.h"
 #include "cli/live_rules.h"
 #include "cli/report_providers.h"
+#include "serve/server.h"
 
 namespace trainprof::cli {
 namespace {
@@ -51,6 +52,10 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
                 "Allow --prometheus on a non-loopback address");
+  auto serve_addr = std::make_shared<std::string>();
+  cmd->add_option("--serve", *serve_addr,
+                  "Serve the live dashboard of this run while it records, on HOST:PORT (e.g. "
+                  "127.0.0.1:8787; another host than loopback gets a token)");
   cmd->footer("Usage: trainprof record [OPTIONS] -- CMD [ARGS...]");
   cmd->add_option("command", opts->command, "The command to run, after --")->required();
   auto custom = std::make_shared<CustomRulesOptions>();
@@ -74,8 +79,28 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                   "Evaluate the rules while the job runs, every this many seconds (0: only at "
                   "the end)")
       ->check(CLI::Range(0.0, 3600.0));
-  cmd->callback([opts, action, rules_config, live_every_s, custom] {
-    action->run = [opts, action, rules_config, live_every_s, custom]() -> Status {
+  cmd->callback([opts, action, rules_config, live_every_s, custom, serve_addr] {
+    action->run = [opts, action, rules_config, live_every_s, custom, serve_addr]() -> Status {
+      // --serve: the dashboard over this run, from before the command starts until `record`
+      // ends (so the finished run's final data is shown too).
+      auto dashboard = std::make_shared<std::unique_ptr<serve::Server>>();
+      if (!serve_addr->empty()) {
+        TP_RETURN_IF_ERROR(serve::ParseAddress(*serve_addr).status());
+        opts->on_started = [serve_addr, dashboard](const std::string& run_dir, std::ostream& out) {
+          serve::ServeOptions so;
+          so.roots = {run_dir};
+          so.address = *serve_addr;
+          UseAnalyses(&so.build);
+          auto server = serve::Server::Start(so);
+          if (!server.ok()) {
+            out << "trainprof: warning: the dashboard did not start: " << server.status().message()
+                << "\n";
+            return;
+          }
+          *dashboard = std::move(*server);
+          out << "trainprof: dashboard at " << (*dashboard)->url() << "\n" << std::flush;
+        };
+      }
       analyze::rules::RuleConfig config;
       if (!rules_config->empty()) {
         TP_ASSIGN_OR_RETURN(config, analyze::rules::LoadRuleConfig(*rules_config));
@@ -97,6 +122,7 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
       };
       StatusOr<int> code = agent::RunRecord(*opts, std::cerr);
       if (upload) FinishRunUpload(*upload, std::cerr);  // when on_finished was not reached
+      if (*dashboard) (*dashboard)->Stop();
       if (!code.ok()) return code.status();
       action->exit_code = *code;
       return OkStatus();

@@ -305,3 +305,62 @@ def test_the_page_in_a_browser(runs, browser):
         assert not errors, errors
     finally:
         srv.stop()
+
+
+STARVED_JOB = """
+import sys, time
+import trainprof
+deadline = time.time() + float(sys.argv[1])
+while time.time() < deadline:
+    with trainprof.step(mode="train"):
+        with trainprof.span("data_wait", category="data_wait"):
+            time.sleep(0.03)
+        with trainprof.span("forward", category="forward"):
+            time.sleep(0.01)
+"""
+
+
+def test_record_serve_shows_a_live_job_growing_and_its_problem_appearing(tmp_path, browser):
+    """record --serve on a job starved of data: the page's nodes chart grows while the job runs
+    and the starvation finding appears in the overview as the live rules store it."""
+    import sys
+
+    port = _free_port()
+    cfg = tmp_path / "rules.json"
+    cfg.write_text(json.dumps({"rules": {"DataLoaderStarvation": {"parameters": {"window_steps": 10}}}}))
+    run = tmp_path / "run"
+    job = subprocess.Popen([*trainprof_command(), "record", "--out", str(run), "--no-gpu",
+                            "--interval", "200ms", "--serve", f"127.0.0.1:{port}",
+                            "--rules-config", str(cfg), "--live-rules-every", "1", "--",
+                            sys.executable, "-c", STARVED_JOB, "40"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 30
+        run_id = None
+        while time.time() < deadline and run_id is None:
+            try:
+                with urllib.request.urlopen(url + "/api/runs", timeout=5) as r:
+                    runs = json.loads(r.read())["runs"]
+                run_id = runs[0]["id"] if runs else None
+            except OSError:
+                time.sleep(0.3)
+        assert run_id, job.stderr.read() if job.poll() is not None else "no run served"
+        browser.get(url + f"/#/run/{run_id}/nodes")
+        first = int(_wait(browser, "var e = document.getElementById('m0');"
+                                   " return e && Number(e.dataset.samples || 0)"))
+        grown = _wait(browser, "var e = document.getElementById('m0');"
+                               f" return e && Number(e.dataset.samples || 0) > {first + 5}", timeout=20)
+        assert grown
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-live-nodes.png"))
+        browser.get(url + f"/#/run/{run_id}")
+        browser.refresh()
+        _wait(browser, "return document.querySelector('.finding[data-rule=DataLoaderStarvation]')"
+                       " !== null", timeout=45)
+        assert job.poll() is None  # seen while the job still runs
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-live-finding.png"))
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+    finally:
+        job.terminate()
+        job.communicate(timeout=120)

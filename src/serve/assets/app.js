@@ -150,6 +150,7 @@
       var flat = m.series.every(function (s) { return s.max.every(function (v) { return v === 0; }); });
       if (flat) { el.className = "collapsed"; el.textContent = title + ": zero throughout"; return; }
       el.className = "chart";
+      el.setAttribute("data-samples", String(m.series.reduce(function (n, s) { return n + s.samples; }, 0)));
       C.draw(el, { kind: "band", unit: m.unit === "bytes/s" ? "bytes_per_second" : m.unit, series: m.series.map(function (s) {
         return { label: (m.series.length > 1 ? s.node + " " : "") + (s.device || metric),
                  x: s.ts_ns.map(function (t) { return t / 1e9; }), min: s.min, mean: s.mean, max: s.max };
