@@ -80,6 +80,19 @@ def region_code(region: str) -> str:
     return REGION_CODES.get(region, region.upper() if region else "USE1")
 
 
+def usage_type(price: dict, region: str, instance_type: str, storage: bool = False) -> str:
+    """Cost Explorer's usage type of an instance's hours (or its storage volume): SageMaker
+    training `USE1-Train:ml.g5.xlarge` / `USE1-Train:VolumeUsage.gp2`; an EC2 price (a type
+    detected from the hardware) `BoxUsage:p4d.24xlarge` / `EBS:VolumeUsage.gp2`, with the
+    region prefix EC2 leaves out in us-east-1."""
+    region = str(price.get("region") or region)
+    if price.get("service") == "ec2":
+        prefix = "" if region == "us-east-1" else region_code(region) + "-"
+        return f"{prefix}EBS:{STORAGE_USAGE}" if storage else f"{prefix}BoxUsage:{instance_type}"
+    code = region_code(region)
+    return f"{code}-Train:{STORAGE_USAGE}" if storage else f"{code}-Train:{instance_type}"
+
+
 # ---------------------------------------------------------------- object storage
 
 
@@ -555,20 +568,19 @@ def run_row(s: dict) -> RunRow:
     usage = []
     nodes = cost.get("nodes") or []
     for n in nodes[:100_000]:
-        np_ = n.get("price") or {}
-        code = region_code(str(np_.get("region") or region))
+        np_ = n.get("price") or price
         hours = _num(n.get("billed_seconds")) / 3600.0
         itype = str(n.get("instance_type") or cost.get("instance_type") or "unknown")
-        usage.append((f"{code}-Train:{itype}", hours, _num(n.get("compute_cost_usd"))))
+        usage.append((usage_type(np_, region, itype), hours, _num(n.get("compute_cost_usd"))))
         if _num(n.get("storage_cost_usd")) > 0:
-            usage.append((f"{code}-Train:{STORAGE_USAGE}", hours, _num(n.get("storage_cost_usd"))))
+            usage.append((usage_type(np_, region, itype, storage=True), hours,
+                          _num(n.get("storage_cost_usd"))))
     if cost and not nodes:
-        code = region_code(region)
         hours = _num(cost.get("billed_instance_seconds")) / 3600.0
-        usage.append((f"{code}-Train:{cost.get('instance_type') or 'unknown'}", hours,
-                      _num(cost.get("compute_cost_usd"))))
+        itype = str(cost.get("instance_type") or "unknown")
+        usage.append((usage_type(price, region, itype), hours, _num(cost.get("compute_cost_usd"))))
         if _num(cost.get("storage_cost_usd")) > 0:
-            usage.append((f"{code}-Train:{STORAGE_USAGE}", hours,
+            usage.append((usage_type(price, region, itype, storage=True), hours,
                           _num(cost.get("storage_cost_usd"))))
     phases = [(str(p.get("phase")), _num(p.get("billed_seconds")), _num(p.get("cost_usd")))
               for p in (cost.get("phases") or [])[:64]]
@@ -998,14 +1010,14 @@ def export_run(run_dir: Path, name: str, out: Path, instance_type: str = "") -> 
             billed_seconds=_num(cost.get("billed_instance_seconds")),
             cost_usd=_num(cost.get("total_cost_usd")))
         for n in cost.get("nodes") or []:
-            code = region_code(str((n.get("price") or {}).get("region") or DEFAULT_REGION))
+            np_ = n.get("price") or cost.get("price") or {}
             add(item="node", node=n.get("node"), instance_type=n.get("instance_type"),
-                usage_type=f"{code}-Train:{n.get('instance_type')}",
+                usage_type=usage_type(np_, DEFAULT_REGION, str(n.get("instance_type"))),
                 billed_seconds=_num(n.get("billed_seconds")),
                 cost_usd=_num(n.get("compute_cost_usd")))
             if _num(n.get("storage_cost_usd")) > 0:
                 add(item="storage", node=n.get("node"), instance_type=n.get("instance_type"),
-                    usage_type=f"{code}-Train:{STORAGE_USAGE}",
+                    usage_type=usage_type(np_, DEFAULT_REGION, "", storage=True),
                     billed_seconds=_num(n.get("billed_seconds")),
                     cost_usd=_num(n.get("storage_cost_usd")))
             for p in n.get("phases") or []:

@@ -161,20 +161,25 @@ def test_fleet_of_real_runs_matches_the_invoice(fleet, tmp_path):
     assert total > 0
     assert out["total_cost_usd"] == pytest.approx(total, rel=1e-9)
 
-    # Usage types by hand: one line per node, REGION-Train:<type>; storage volume apart.
+    # Usage types by hand: one line per node, USE1-Train:<type> for SageMaker prices; a type
+    # detected from a trace's GPUs has an EC2 price: BoxUsage:<type> (no prefix in us-east-1).
     usage = defaultdict(lambda: [0.0, 0.0])
     for c in bill.values():
         for n in c["nodes"]:
             assert n["price"]["region"] == "us-east-1"
-            usage[f"USE1-Train:{n['instance_type']}"][0] += n["billed_seconds"] / 3600
-            usage[f"USE1-Train:{n['instance_type']}"][1] += n["compute_cost_usd"]
+            ec2 = n["price"]["service"] == "ec2"
+            assert ec2 or n["price"]["service"] == "sagemaker-training"
+            box = ("BoxUsage:" if ec2 else "USE1-Train:") + n["instance_type"]
+            usage[box][0] += n["billed_seconds"] / 3600
+            usage[box][1] += n["compute_cost_usd"]
             if n["storage_cost_usd"]:
-                usage["USE1-Train:VolumeUsage.gp2"][0] += n["billed_seconds"] / 3600
-                usage["USE1-Train:VolumeUsage.gp2"][1] += n["storage_cost_usd"]
+                vol = "EBS:VolumeUsage.gp2" if ec2 else "USE1-Train:VolumeUsage.gp2"
+                usage[vol][0] += n["billed_seconds"] / 3600
+                usage[vol][1] += n["storage_cost_usd"]
     got = {u["usage_type"]: (u["hours"], u["cost_usd"]) for u in out["by_usage_type"]}
     assert set(got) == set(usage)
     assert {"USE1-Train:ml.g5.xlarge", "USE1-Train:ml.p3.2xlarge",
-            "USE1-Train:ml.m5.xlarge"} <= set(got)
+            "USE1-Train:ml.m5.xlarge", "BoxUsage:p4d.24xlarge"} <= set(got)
     for k, (h, c) in usage.items():
         assert got[k][0] == pytest.approx(h, rel=1e-9) and got[k][1] == pytest.approx(c, rel=1e-9)
     assert [u["cost_usd"] for u in out["by_usage_type"]] == sorted(
