@@ -144,7 +144,13 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001 - a trace HTA does not load is listed, not timed
             print(f"{name[-56:]:56} HTA does not load it ({type(e).__name__}): skipped")
             continue
-        tp_s, tp_cpu, doc = time_trainprof(cmd, files, args.repeat)
+        try:
+            tp_s, tp_cpu, doc = time_trainprof(cmd, files, args.repeat)
+        except (subprocess.CalledProcessError, json.JSONDecodeError) as e:
+            err = getattr(e, "stderr", b"") or b""
+            print(f"{name[-56:]:56} trainprof failed: {str(err)[-200:] or e}  NOT met")
+            rows.append({"trace": name, "met": False, "figures_match": False, "error": str(e)})
+            continue
         bad = hta_oracle.compare(figures, hta_oracle.trainprof_figures(doc))
         ratio = hta_s / tp_s
         cpu_ratio = hta_cpu / max(tp_cpu, 1e-3)
