@@ -232,6 +232,20 @@ Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vect
   size_t base = ts_ns->size();
   ts_ns->resize(base + n);
   values->resize(base + n);
+  // Whatever refuses the chunk from here on leaves the caller's columns as they were (a reader
+  // appends into its table: partial rows would become samples). Found by fuzz_store_chunks.
+  struct Restore {
+    std::vector<int64_t>* ts;
+    std::vector<double>* v;
+    size_t base;
+    bool keep = false;
+    ~Restore() {
+      if (!keep) {
+        ts->resize(base);
+        v->resize(base);
+      }
+    }
+  } restore{ts_ns, values, base};
   int64_t* t = ts_ns->data() + base;
   double* v = values->data() + base;
   int64_t prev = 0, delta = 0;
@@ -275,11 +289,8 @@ Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vect
   } else {
     return DataLoss("metric chunk has unknown value encoding");
   }
-  if (!r.ok() || !r.at_end()) {
-    ts_ns->resize(base);
-    values->resize(base);
-    return DataLoss("metric chunk is truncated or has trailing bytes");
-  }
+  if (!r.ok() || !r.at_end()) return DataLoss("metric chunk is truncated or has trailing bytes");
+  restore.keep = true;
   return OkStatus();
 }
 
@@ -467,7 +478,10 @@ Status DecodeEventChunk(std::string_view blob, size_t expected_count,
   EncodedEvent* ev = out->data() + base;
   for (uint64_t i = 0; i < n; ++i) {
     uint8_t kind = r.Byte();
-    if (kind > 1) return DataLoss("event chunk has an unknown event kind");
+    if (kind > 1) {
+      out->resize(base);
+      return DataLoss("event chunk has an unknown event kind");
+    }
     ev[i].kind = static_cast<model::EventKind>(kind);
   }
   int64_t prev = 0;

@@ -260,3 +260,38 @@ TEST(StoreBoundsTest, TheWriterSplitsLongSeriesIntoChunksTheReaderAccepts) {
 
 }  // namespace
 }  // namespace trainprof::store
+
+namespace trainprof::store {
+namespace {
+
+// Found by fuzz_store_chunks: a chunk refused late (an unknown value layout after the
+// timestamps were decoded) left its partial rows in the caller's columns, where a reader
+// kept them as samples of the series.
+TEST(StoreBoundsTest, ARefusedChunkLeavesNoRowsBehind) {
+  for (uint8_t bad : {uint8_t{7}, uint8_t{99}}) {
+    std::string raw(1, '\1');
+    PutVarint(&raw, 2);
+    PutVarint(&raw, ZigZag(kT0));
+    PutVarint(&raw, ZigZag(1000));
+    raw += std::string("\0\0", 2);          // kDecimal, e = 0
+    raw.push_back(static_cast<char>(bad));  // no such layout
+    raw += std::string(4, '\0');
+    std::vector<int64_t> ts = {42};
+    std::vector<double> values = {4.2};
+    Status s = DecodeMetricChunk(ZstdCompress(raw, 1), 2, &ts, &values);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(ts, std::vector<int64_t>{42});
+    EXPECT_EQ(values, std::vector<double>{4.2});
+  }
+  // The same for an unknown event kind.
+  std::string raw(1, '\1');
+  PutVarint(&raw, 1);
+  raw.push_back('\7');
+  raw += std::string(10, '\0');
+  std::vector<EncodedEvent> events(1);
+  ASSERT_FALSE(DecodeEventChunk(ZstdCompress(raw, 1), 1, &events).ok());
+  EXPECT_EQ(events.size(), 1u);
+}
+
+}  // namespace
+}  // namespace trainprof::store
