@@ -397,10 +397,15 @@ std::vector<Straggler> FindStragglers(const std::vector<RankAnalysis>& ranks,
   bool all_gpu = std::all_of(ranks.begin(), ranks.end(),
                              [](const RankAnalysis& r) { return r.temporal.has_value(); });
   if (!all_steps && !all_gpu) return out;
+  // With steps: each rank's own time per step, the step less its communication. In synchronous
+  // training the ranks' steps take about as long (the others wait in the collectives for the
+  // slow one), so the step time blames no one or the waiting ranks; the time a rank spends
+  // outside communication is what the others wait for.
   std::vector<double> values;
   for (const RankAnalysis& r : ranks) {
-    values.push_back(all_steps ? static_cast<double>(r.step_average->step_ns)
-                               : static_cast<double>(r.temporal->kernel_ns - r.temporal->idle_ns));
+    values.push_back(
+        all_steps ? static_cast<double>(r.step_average->step_ns - r.step_average->communication_ns)
+                  : static_cast<double>(r.temporal->kernel_ns - r.temporal->idle_ns));
   }
   std::vector<double> sorted = values;
   std::sort(sorted.begin(), sorted.end());
@@ -410,7 +415,7 @@ std::vector<Straggler> FindStragglers(const std::vector<RankAnalysis>& ranks,
   for (size_t i = 0; i < ranks.size(); ++i) {
     double excess = 100.0 * (values[i] - median) / median;
     if (excess > threshold_pct) {
-      out.push_back({ranks[i].label, all_steps ? "mean_step_ns" : "busy_ns", values[i], median,
+      out.push_back({ranks[i].label, all_steps ? "own_step_ns" : "busy_ns", values[i], median,
                      Round(excess, 2)});
     }
   }

@@ -101,13 +101,14 @@ RankAnalysis AnalyzeRank(const RankTrace& trace, const AnalysisOptions& options)
 
 struct Straggler {
   std::string label;
-  std::string metric;  // "mean_step_ns" or "busy_ns"
+  std::string metric;  // "own_step_ns" (mean step less its communication) or "busy_ns"
   double value = 0;
   double median = 0;
   double excess_pct = 0;
 };
 
-// Ranks whose mean step time (or, without steps, GPU busy time) exceeds the median of all
+// Ranks whose own time per step -- the mean step less its communication, what the other ranks
+// wait for in the collectives -- (or, without steps, GPU busy time) exceeds the median of all
 // ranks by more than `threshold_pct`.
 std::vector<Straggler> FindStragglers(const std::vector<RankAnalysis>& ranks,
                                       double threshold_pct = 10.0);

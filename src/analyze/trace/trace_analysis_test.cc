@@ -226,6 +226,25 @@ TEST(TraceAnalysisTest, StragglersAndDiff) {
   EXPECT_EQ(s[0].label, "2");
   EXPECT_DOUBLE_EQ(s[0].excess_pct, 50.0);
 
+  // Synchronous data parallelism: both ranks' steps last 100 us, but rank 0 waits 40 us in the
+  // all-reduce for rank 1, which computes 95 us. Rank 1 is the straggler, not the waiting rank.
+  const char* nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  std::string w0 = WriteTrace(step(1, 1000000000, 100) + "," + Kernel("gemm", 1000000000, 55, 1) +
+                                  "," + Kernel(nccl, 1000000057, 40, 2),
+                              0);
+  std::string w1 = WriteTrace(step(1, 1000000000, 100) + "," + Kernel("gemm", 1000000000, 93, 1) +
+                                  "," + Kernel(nccl, 1000000094, 5, 2),
+                              1);
+  auto ddp = ImportRun({w0, w1});
+  std::vector<RankAnalysis> pair;
+  for (const auto& t : ddp->ranks) pair.push_back(AnalyzeRank(t, {}));
+  ASSERT_EQ(pair[0].step_average->step_ns, pair[1].step_average->step_ns);
+  auto blamed = FindStragglers(pair);
+  ASSERT_EQ(blamed.size(), 1u);
+  EXPECT_EQ(blamed[0].label, "1");
+  EXPECT_EQ(blamed[0].metric, "own_step_ns");
+  EXPECT_DOUBLE_EQ(blamed[0].value, 95000.0);
+
   auto base = ImportRun({r0});
   auto test = ImportRun({r2});
   auto d = DiffTraces(base->ranks, test->ranks, 10);
