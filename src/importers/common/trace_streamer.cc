@@ -148,8 +148,7 @@ class Streamer {
           return OkStatus();
         }
       }
-      return DataLoss(Where() + "invalid JSON value starting with " +
-                      ShowAt());
+      return DataLoss(Where() + "invalid JSON value starting with " + ShowAt());
     }
   }
 
