@@ -9,6 +9,10 @@ Prints the wall time and met / NOT met (target: 10 000 runs in <= 5 s on the 2-c
 The generated fleet's truth (total, spend per usage type, tag, phase, savings) is returned by
 generate() and checked in tests/python/test_fleet.py (the figures are drawn here, summed here;
 the fleet view's sums are compared with them).
+
+Under bench/run_all.sh (section fleet, $BENCH_RESULTS set) every repeat's time also goes to its
+results file as fleet.10k_runs_s (only for --runs 10000, the size the target is set for); a
+total that differs from the generated one is recorded as a skip with the reason, and exit 1.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+import results  # noqa: E402 - bench/lib/results.py: the figures for bench/out/results.json
+
+FIGURE = "fleet.10k_runs_s"
 TYPES = [  # instance type, $/h (illustrative list prices), GPUs
     ("ml.g5.xlarge", 1.408, 1), ("ml.g5.12xlarge", 7.09, 4), ("ml.p3.2xlarge", 3.825, 1),
     ("ml.p4d.24xlarge", 37.688, 8), ("ml.g4dn.xlarge", 0.7364, 1), ("ml.m5.xlarge", 0.23, 0),
@@ -121,15 +129,16 @@ def trainprof_cmd() -> list[str]:
     return [found] if found else [sys.executable, "-m", "trainprof"]
 
 
-def time_fleet(root: Path, repeat: int) -> tuple[float, dict]:
-    best, out = float("inf"), {}
+def time_fleet(root: Path, repeat: int) -> tuple[list[float], dict]:
+    """Every repeat's wall time and the last answer."""
+    times, out = [], {}
     for _ in range(repeat):
         t = time.perf_counter()
         p = subprocess.run(trainprof_cmd() + ["fleet", str(root), "--json"], capture_output=True,
                            text=True, check=True)
-        best = min(best, time.perf_counter() - t)
+        times.append(time.perf_counter() - t)
         out = json.loads(p.stdout)
-    return best, out
+    return times, out
 
 
 def main() -> int:
@@ -139,11 +148,20 @@ def main() -> int:
     ap.add_argument("--target-s", type=float, default=5.0)
     ap.add_argument("--keep", help="generate into this directory and keep it")
     a = ap.parse_args()
+    if a.runs < 1 or a.repeat < 1:
+        ap.error("--runs and --repeat must be at least 1")
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="fleet-bench-"))
     try:
         truth = generate(root, a.runs)
-        secs, out = time_fleet(root, a.repeat)
+        times, out = time_fleet(root, a.repeat)
+        secs = min(times)
         ok = abs(out["total_cost_usd"] - truth["total"]) <= 1e-6 * max(1.0, truth["total"])
+        if a.runs == 10_000:
+            if ok:
+                results.add(FIGURE, times)
+            else:
+                results.skip(FIGURE, f"the fleet total ${out['total_cost_usd']:,.2f} differs from "
+                                     f"the generated ${truth['total']:,.2f}")
         print(f"fleet of {a.runs:,} runs: {secs:.2f} s (best of {a.repeat}), total "
               f"${out['total_cost_usd']:,.2f} ({'matches' if ok else 'DIFFERS FROM'} the "
               f"generated ${truth['total']:,.2f}); target <= {a.target_s:g} s: "

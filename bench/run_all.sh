@@ -8,14 +8,15 @@
 #
 #   bash bench/run_all.sh > bench.log 2>&1     the whole log, then the summary
 #   BENCH_QUICK=1 bash bench/run_all.sh        smaller inputs and fewer repeats (a few minutes)
-#   BENCH_SECTIONS="store import" ...          only these sections
+#   BENCH_SECTIONS="store import" ...          only these sections (spaces or commas between)
 #   BENCH_OUT=DIR ...                          results elsewhere (default bench/out)
 #   BENCH_SKIP_SETUP=1 / BENCH_SKIP_BUILD=1    use the environment and build as they are
 #   BENCH_REFERENCE=0                          no reference measurements
 #   python3 bench/compare.py OLD.json NEW.json what got faster or slower between two runs
 #
 # Exit status: 0 when every section ran (targets NOT met are results, not errors), 1 when a
-# section failed, 2 when the results could not be written.
+# section failed, 2 when the results could not be written. A section that exits 77 skipped
+# itself (e.g. sdist in quick mode): it is recorded as skipped, its last line the reason.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -74,10 +75,12 @@ if [[ ${BENCH_REFERENCE:-1} != 0 ]]; then
 fi
 
 FAILED=0
+WANTED=${BENCH_SECTIONS:-}
+WANTED=" ${WANTED//,/ } " # spaces or commas between the names
 for script in "$SECTIONS_DIR"/*.sh; do
   [[ -e $script ]] || continue
   name=$(basename "$script" .sh)
-  if [[ -n ${BENCH_SECTIONS:-} && " $BENCH_SECTIONS " != *" $name "* ]]; then
+  if [[ -n ${BENCH_SECTIONS:-} && $WANTED != *" $name "* ]]; then
     RESULTS section --name "$name" --status skipped --reason "not in BENCH_SECTIONS"
     continue
   fi
@@ -95,6 +98,11 @@ for script in "$SECTIONS_DIR"/*.sh; do
   rc=${PIPESTATUS[0]}
   if [[ $rc -eq 0 ]]; then
     RESULTS section --name "$name" --status ok --seconds $((SECONDS - start))
+  elif [[ $rc -eq 77 ]]; then
+    last=$(grep -v '^[[:space:]]*$' "$OUT/section-$name.log" | tail -1 | cut -c1-200)
+    echo "section $name skipped"
+    RESULTS section --name "$name" --status skipped --seconds $((SECONDS - start)) \
+      --reason "${last:-skipped by the section}"
   else
     last=$(grep -v '^[[:space:]]*$' "$OUT/section-$name.log" | tail -1 | cut -c1-200)
     echo "section $name FAILED (exit $rc)"

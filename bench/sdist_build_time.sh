@@ -6,6 +6,8 @@
 # gets them), and prints the seconds of each step with met / NOT met against the goal.
 # Not part of scripts/test.sh (it compiles everything once more, minutes of both cores).
 #   bash bench/sdist_build_time.sh [GOAL_SECONDS]
+# Under bench/run_all.sh (section sdist, $BENCH_RESULTS set) the seconds also go to its results
+# file (sdist.sdist_s, sdist.wheel_s, sdist.build_s; the goal there is bench/targets.toml's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -43,3 +45,9 @@ printf 'wheel from the sdist (clean, %s cores): %s in %.1f s\n' "$(nproc)" \
   "$(basename "$(ls "$TMP"/wheel/*.whl)")" "$wheel_s"
 if [[ $(calc "int($total_s < $GOAL)") == 1 ]]; then verdict=met; else verdict="NOT met"; fi
 printf 'sdist build time: %.1f s (goal < %d s): %s\n' "$total_s" "$GOAL" "$verdict"
+if [[ -n ${BENCH_RESULTS:-} ]]; then
+  R="python3 $ROOT/bench/lib/results.py"
+  $R add --name sdist.sdist_s --value "$sdist_s"
+  $R add --name sdist.wheel_s --value "$wheel_s"
+  $R add --name sdist.build_s --value "$total_s"
+fi

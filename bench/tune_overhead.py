@@ -8,6 +8,9 @@ times the whole command from outside (process start to exit), and subtracts the 
 wall times (each from spawning `trainprof record` to its exit) from tune's JSON.
 
     bench/tune_overhead.py [--budget 90s] [--trainprof PATH]
+
+Under bench/run_all.sh (section tune, $BENCH_RESULTS set) the share and the seconds outside the
+trials also go to its results file (tune.outside_trials_pct, tune.outside_trials_s).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+import results  # noqa: E402 - bench/lib/results.py: the figures for bench/out/results.json
+
 TARGET_SHARE = 0.05
 
 
@@ -55,6 +61,8 @@ def main() -> int:
     trials = sum(t["wall_s"] for t in doc["trials"])
     outside = wall - trials
     share = outside / wall
+    results.add("tune.outside_trials_pct", share * 100)
+    results.add("tune.outside_trials_s", outside)
     verdict = "met" if share <= TARGET_SHARE else "NOT met"
     print(f"tune: {len(doc['trials'])} trials in {wall:.1f} s (budget {a.budget}); "
           f"trials {trials:.1f} s, outside trials {outside:.2f} s "

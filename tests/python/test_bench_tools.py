@@ -236,3 +236,61 @@ def test_run_all_summary_reports_a_failed_section_and_the_log_is_whole(tmp_path)
     assert "import.real_events_per_s" in summary
     assert "failed (section import failed: exit 3: boom: trace missing)" in summary
     assert "machine: " in summary and "load average (1/5/15 min): before" in summary
+
+
+def test_run_all_skips_the_sdist_section_in_quick_mode_and_takes_commas(tmp_path):
+    # The real sections directory, only sdist selected (commas, an unknown name ignored): in
+    # quick mode it records its figures as skipped (quick mode) and exits 77 = skipped.
+    out = tmp_path / "out"
+    env = dict(os.environ, BENCH_SKIP_SETUP="1", BENCH_SKIP_BUILD="1", BENCH_REFERENCE="0",
+               BENCH_OUT=str(out), BENCH_QUICK="1", BENCH_SECTIONS="nonesuch,sdist")
+    env.pop("BENCH_SECTIONS_DIR", None)
+    p = subprocess.run(["bash", str(ROOT / "bench" / "run_all.sh")], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr  # a skipped section is not a failure
+    assert "section sdist skipped" in p.stdout
+    data = json.loads((out / "results.json").read_text())
+    assert data["sections"]["sdist"]["status"] == "skipped"
+    assert "quick mode" in data["sections"]["sdist"]["reason"]
+    assert data["sections"]["hta"] == {"status": "skipped", "reason": "not in BENCH_SECTIONS"}
+    figs = {f["name"]: f for f in data["figures"]}
+    for name in ("sdist.sdist_s", "sdist.wheel_s", "sdist.build_s"):
+        assert (figs[name]["status"], figs[name]["reason"]) == ("skipped", "quick mode")
+    summary = p.stdout[p.stdout.index("== summary"):]
+    row = next(line for line in summary.splitlines() if line.startswith("sdist.build_s"))
+    assert row.endswith("skipped (quick mode)") and " <= 480 " in row
+
+
+def test_hta_ratio_reports_sums_of_repeats_and_hta_as_the_peer(tmp_path, monkeypatch):
+    # Two trace sets, two trainprof repeats and one HTA repeat each; the sums and ratios are
+    # known: trainprof passes 0.1 + 0.3 = 0.4 and 0.2 + 0.4 = 0.6 (median 0.5); HTA 1.5 + 2.5
+    # = 4.0 -> ratio 4.0 / 0.5 = 8x; per trace the best ratios 1.5 / 0.1 = 15x, 2.5 / 0.3 = 8.3x.
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import hta_ratio
+
+    rec = tmp_path / "results.jsonl"
+    monkeypatch.setenv("BENCH_RESULTS", str(rec))
+    rows = [{"trace": "a", "ratio": 15.0, "met": True, "figures_match": True},
+            {"trace": "b", "ratio": 2.5 / 0.3, "met": False, "figures_match": False}]
+    hta_ratio.report(rows, [[0.1, 0.2], [0.3, 0.4]], [[1.5], [2.5]], 2, 1, "HTA 0.5.0")
+    cli(rec, "finish")
+    figs = {f["name"]: f for f in json.loads((tmp_path / "results.json").read_text())["figures"]}
+    f = figs["hta.all_traces_s"]
+    assert f["repeats"] == pytest.approx([0.4, 0.6])
+    assert (f["peer_repeats"], f["peer_detail"]) == ([4.0], "HTA 0.5.0")
+    assert f["ratio"] == pytest.approx(8.0)
+    assert f["status"] == "NOT met"  # ratio >= 10
+    assert figs["hta.worst_trace_ratio"]["value"] == pytest.approx(2.5 / 0.3)
+    assert figs["hta.traces_met_pct"]["value"] == 50
+    assert (figs["hta.figures_match_pct"]["value"], figs["hta.figures_match_pct"]["status"]) \
+        == (50, "NOT met")
+
+    # a trace trainprof failed on: no timing figure hides it
+    rec.unlink()
+    rows.append({"trace": "c", "met": False, "figures_match": False, "error": "exit 1"})
+    hta_ratio.report(rows, [[0.1, 0.2], [0.3, 0.4]], [[1.5], [2.5]], 2, 1, "HTA 0.5.0")
+    cli(rec, "finish")
+    figs = {f["name"]: f for f in json.loads((tmp_path / "results.json").read_text())["figures"]}
+    assert figs["hta.all_traces_s"]["status"] == "skipped"
+    assert figs["hta.all_traces_s"]["reason"] == "trainprof failed on 1 of 3 trace sets"
+    assert figs["hta.figures_match_pct"]["value"] == pytest.approx(100 / 3)
