@@ -11,6 +11,12 @@
 namespace trainprof::store {
 namespace {
 
+// Sums in the decoders wrap instead of overflowing: a hostile chunk can hold any varints, and a
+// signed overflow is undefined behaviour (found by fuzz_store_chunks). Honest chunks never wrap.
+int64_t WrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
 constexpr uint8_t kMetricChunkVersion = 1;
 constexpr uint8_t kEventChunkVersion = 1;
 constexpr int kMaxDecimalExponent = 18;
@@ -255,10 +261,10 @@ Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vect
       prev = x;
     } else if (i == 1) {
       delta = x;
-      prev += delta;
+      prev = WrapAdd(prev, delta);
     } else {
-      delta += x;
-      prev += delta;
+      delta = WrapAdd(delta, x);
+      prev = WrapAdd(prev, delta);
     }
     t[i] = prev;
   }
@@ -273,10 +279,10 @@ Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vect
     };
     if (layout == kDecimalDelta) {
       int64_t m = 0;
-      for (uint64_t i = 0; i < n; ++i) put(i, m += UnZigZag(r.Varint()));
+      for (uint64_t i = 0; i < n; ++i) put(i, m = WrapAdd(m, UnZigZag(r.Varint())));
     } else if (layout == kDecimalOffset) {
       int64_t min_m = UnZigZag(r.Varint());
-      for (uint64_t i = 0; i < n; ++i) put(i, min_m + static_cast<int64_t>(r.Varint()));
+      for (uint64_t i = 0; i < n; ++i) put(i, WrapAdd(min_m, static_cast<int64_t>(r.Varint())));
     } else {
       return DataLoss("metric chunk has unknown decimal layout");
     }
@@ -485,7 +491,7 @@ Status DecodeEventChunk(std::string_view blob, size_t expected_count,
     ev[i].kind = static_cast<model::EventKind>(kind);
   }
   int64_t prev = 0;
-  for (uint64_t i = 0; i < n; ++i) ev[i].start_ns = prev += UnZigZag(r.Varint());
+  for (uint64_t i = 0; i < n; ++i) ev[i].start_ns = prev = WrapAdd(prev, UnZigZag(r.Varint()));
   for (uint64_t i = 0; i < n; ++i) ev[i].duration_ns = UnZigZag(r.Varint());
   for (uint64_t i = 0; i < n; ++i) ev[i].name_id = static_cast<uint32_t>(r.Varint());
   for (uint64_t i = 0; i < n; ++i) ev[i].category_id = static_cast<uint32_t>(r.Varint());
