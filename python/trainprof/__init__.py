@@ -47,7 +47,7 @@ _LAZY = {
     "import_smdebug": "trainprof._api",
     "instances": "trainprof._api",
     "report": "trainprof._api",
-    "rules": "trainprof._api",
+    "evaluate_rules": "trainprof._api",
     "run_cli": "trainprof._api",
     "metric_catalog": "trainprof._core",
 }
@@ -93,6 +93,6 @@ __all__ = [
     "instances",
     "metric_catalog",
     "report",
-    "rules",
+    "evaluate_rules",
     "run_cli",
 ]

@@ -86,7 +86,7 @@ def analyze(run, *, hta_compat: bool = False, diff=None, top: int | None = None,
                            top=top, kernel_wait_threshold_us=kernel_wait_threshold_us))
 
 
-def rules(run, *, config: PathLike | None = None, rule: Iterable[str] | None = None,
+def evaluate_rules(run, *, config: PathLike | None = None, rule: Iterable[str] | None = None,
           custom: Iterable[PathLike] | PathLike | None = None, store: bool = False) -> dict:
     """The profiler rules (`trainprof rules RUN --json`): {"rules": [{"name", "triggered",
     "violations", "datapoints", "parameters", "findings": [...]}]}. `rule` takes overrides as

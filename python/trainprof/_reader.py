@@ -336,7 +336,7 @@ class Run:
         Options: config, rule (overrides), custom (Python rule files), store."""
         from trainprof import _api
 
-        return _api.rules(self, **options)
+        return _api.evaluate_rules(self, **options)
 
     def rules_frame(self, **options):
         """The rules' findings as a DataFrame, one row per finding with its rule's name."""

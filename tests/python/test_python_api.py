@@ -127,7 +127,11 @@ def test_import_and_analyze_in_process(tmp_path):
     with pytest.raises(trainprof.TrainprofError, match="nope"):
         trainprof.import_kineto(tmp_path / "nope.json", out=tmp_path / "x")
     with pytest.raises(trainprof.TrainprofError, match="no such run directory|not a run"):
-        trainprof.rules(tmp_path / "missing")
+        trainprof.evaluate_rules(tmp_path / "missing")
+    # trainprof.rules stays the custom-rules module (trainprof.rules.Rule), whatever was imported
+    import trainprof.rules as custom_rules_api
+
+    assert hasattr(custom_rules_api, "Rule") and trainprof.rules is custom_rules_api
 
 
 def test_wrong_names_raise_with_the_closest_one(recorded):

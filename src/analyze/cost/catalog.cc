@@ -1,5 +1,7 @@
 #include "analyze/cost/catalog.h"
 
+#include <filesystem>
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -319,7 +321,9 @@ StatusOr<Catalog> LoadDefaultCatalog() {
     candidates.push_back(JoinPath(code, "../share/trainprof/catalog"));  // a prefix install
   }
   for (const std::string& dir : candidates) {
-    if (HasCatalogFiles(dir)) return LoadCatalogDir(dir);
+    // One spelling of the directory whichever binary found it (the CLI or the extension).
+    if (HasCatalogFiles(dir))
+      return LoadCatalogDir(std::filesystem::path(dir).lexically_normal().string());
   }
   return LoadEmbeddedCatalog();
 }
