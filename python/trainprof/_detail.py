@@ -138,6 +138,18 @@ class _Ranged:
 
     range: _Range
 
+    def _annotation(self) -> dict:
+        """What the stored range's annotation says of it: how it ended, the window or the steps
+        requested, and the on-demand request it served."""
+        info = {"ended_by": getattr(self, "ended_by", "range")}
+        if self.range.window is not None:
+            info["window_ns"] = list(self.range.window)
+        else:
+            info["requested"] = self.range.requested
+        if getattr(self, "request_id", None):
+            info["request"], info["pid"] = self.request_id, os.getpid()
+        return info
+
     @property
     def lo(self):
         return self.range.lo
@@ -180,16 +192,6 @@ class TorchDetail(_Ranged):
         if ended_by != "range":
             self.range.hi = self.steps[-1][0] if self.steps else None
         self._stop()
-
-    def _annotation(self) -> dict:
-        info = {"ended_by": getattr(self, "ended_by", "range")}
-        if self.range.window is not None:
-            info["window_ns"] = list(self.range.window)
-        else:
-            info["requested"] = self.range.requested
-        if getattr(self, "request_id", None):
-            info["request"], info["pid"] = self.request_id, os.getpid()
-        return info
 
     def _start(self) -> None:
         import torch
@@ -350,13 +352,8 @@ class PythonDetail(_Ranged):
         if ended_by != "range":
             self.range.hi = self.last_step
         count = store_pstats(prof, self.lo, self.hi) if self.hi is not None else 0
-        info = {"functions": count, "ended_by": ended_by}
-        if self.range.window is not None:
-            info["window_ns"] = list(self.range.window)
-        else:
-            info["requested"] = self.range.requested
-        if getattr(self, "request_id", None):
-            info["request"], info["pid"] = self.request_id, os.getpid()
+        self.ended_by = ended_by
+        info = {"functions": count, **self._annotation()}
         R.annotate(**{_range_key("python", self.lo, self.hi): info})
 
 

@@ -39,3 +39,23 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.fail(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def smallest_kineto_trace(accept):
+    """The smallest real Kineto trace in the shared data whose parsed document satisfies
+    accept(doc): (path, doc)."""
+    import gzip
+    import json
+
+    for path in sorted((SHARED_DATA / "traces").rglob("*.json*"), key=lambda p: p.stat().st_size):
+        if path.suffix not in (".json", ".gz") or "MANIFEST" in path.name:
+            continue
+        opener = gzip.open if path.suffix == ".gz" else open
+        try:
+            with opener(path, "rt") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and accept(doc):
+            return path, doc
+    raise AssertionError("no such Kineto trace under shared/data/traces")

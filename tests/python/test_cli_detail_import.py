@@ -4,13 +4,12 @@ the trace file read independently (Python's json)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
 
 import trainprof
-from conftest import SHARED_DATA, trainprof_command
+from conftest import smallest_kineto_trace, trainprof_command
 
 
 def _run(*args, timeout=120):
@@ -33,20 +32,9 @@ def test_detail_refuses_what_it_cannot_serve(tmp_path):
 
 
 def _kineto_trace():
-    """The smallest real Kineto trace in the shared data."""
-    traces = sorted((p for p in (SHARED_DATA / "traces").rglob("*.json*")
-                     if p.suffix in (".json", ".gz") and "MANIFEST" not in p.name),
-                    key=lambda p: p.stat().st_size)
-    for path in traces:
-        opener = gzip.open if path.suffix == ".gz" else open
-        try:
-            with opener(path, "rt") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and any(e.get("ph") == "X" for e in doc.get("traceEvents", [])):
-            return path, doc
-    raise AssertionError("no Kineto trace under shared/data/traces")
+    """The smallest real Kineto trace in the shared data with complete events."""
+    return smallest_kineto_trace(
+        lambda doc: any(e.get("ph") == "X" for e in doc.get("traceEvents", [])))
 
 
 def test_import_kineto_counts_every_complete_event_of_a_real_trace(tmp_path):

@@ -5,7 +5,6 @@ promises: a wrong name is an error that names the closest one, times in every us
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 pd = pytest.importorskip("pandas")
 
 import trainprof  # noqa: E402
-from conftest import SHARED_DATA, trainprof_command  # noqa: E402
+from conftest import smallest_kineto_trace, trainprof_command  # noqa: E402
 
 JOB = textwrap.dedent("""
     import torch
@@ -100,18 +99,8 @@ def test_report_writes_the_files_it_names(recorded, tmp_path):
 
 
 def _smallest_kineto_trace():
-    for path in sorted((SHARED_DATA / "traces").rglob("*.json*"), key=lambda p: p.stat().st_size):
-        if path.suffix not in (".json", ".gz"):
-            continue
-        opener = gzip.open if path.suffix == ".gz" else open
-        try:
-            with opener(path, "rt") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict) and any(e.get("cat") == "kernel" for e in doc.get("traceEvents", [])):
-            return path, doc
-    raise AssertionError("no Kineto trace with GPU kernels under shared/data/traces")
+    return smallest_kineto_trace(
+        lambda doc: any(e.get("cat") == "kernel" for e in doc.get("traceEvents", [])))
 
 
 def test_import_and_analyze_in_process(tmp_path):
