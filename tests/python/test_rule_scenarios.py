@@ -164,7 +164,13 @@ def test_heavy_cpu_preprocessing(trainprof_bin, recorded):
 
 
 def test_memory_leak(trainprof_bin, recorded):
-    rules = evaluate(trainprof_bin, recorded("memory_leak"), *SHORT)
+    # This scenario's steps are a precise 15 ms sleep: their spread is tiny, so on a loaded
+    # 2-core machine a dozen steps delayed by other processes pass mean + 3 sd (StepOutlier fired
+    # once in a clean-clone CI run). Its subject is memory: StepOutlier gets a wider allowance
+    # here and is still checked to have read every step.
+    rules = evaluate(trainprof_bin, recorded("memory_leak"), *SHORT,
+                     "--rule", "StepOutlier.n_outliers=60")
+    assert rules["StepOutlier"]["datapoints"] == 250
     assert fired(rules) == {"HostMemoryGrowth"}, {n: rules[n]["findings"] for n in fired(rules)}
     check_the_others(rules, {"HostMemoryGrowth"})
     ev = rules["HostMemoryGrowth"]["findings"][0]["evidence"]
