@@ -1,5 +1,6 @@
 #include "report/report_html.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -388,6 +389,91 @@ void RenderOperators(const Report& r, Page& p) {
   p.Add("</section>");
 }
 
+std::string PerCall(std::optional<double> ns) {
+  return ns ? FormatDuration(static_cast<int64_t>(*ns)) : std::string("n/a");
+}
+
+std::string Where(const std::string& file, int64_t line) {
+  return "<span class=\"src\">" + E(file) + ":" + std::to_string(line) + "</span>";
+}
+
+// pstats writes calls as "calls/primitive" when a function recursed.
+std::string Calls(int64_t calls, int64_t primitive) {
+  return primitive != calls ? std::to_string(calls) + "/" + std::to_string(primitive)
+                            : std::to_string(calls);
+}
+
+void PythonTable(const std::vector<PythonFunctionRow>& rows, Page& p) {
+  p.Add("<table class=\"ops pyfuncs\"><thead>");
+  p.Row({"Function", "Calls", "Own time", "Own / call", "Cumulative", "Cumulative / call",
+         "Called by (calls, cumulative time from there)"},
+        true);
+  p.Add("</thead><tbody>");
+  constexpr size_t kShownCallers = 3;
+  for (const auto& f : rows) {
+    std::string callers;
+    for (size_t i = 0; i < f.callers.size() && i < kShownCallers; ++i) {
+      const auto& c = f.callers[i];
+      callers += (i ? "<br>" : "") + std::string("<code>") + E(c.function) + "</code> " +
+                 Where(c.file, c.line) + " ×" + Calls(c.calls, c.primitive_calls) + ", " +
+                 FormatDuration(c.cumulative_ns);
+    }
+    const int64_t all = f.caller_count.value_or(static_cast<int64_t>(f.callers.size()));
+    const int64_t shown = static_cast<int64_t>(std::min(f.callers.size(), kShownCallers));
+    if (all > shown) {
+      callers += (shown ? "<br>" : "") + std::string("<span class=\"src\">") +
+                 (shown ? "+" + std::to_string(all - shown) + " more"
+                        : std::to_string(all) + " caller(s), not stored") +
+                 "</span>";
+    }
+    if (callers.empty()) callers = "—";
+    p.Row({"<code>" + E(f.function) + "</code> " + Where(f.file, f.line),
+           Calls(f.calls, f.primitive_calls), FormatDuration(f.total_ns),
+           PerCall(f.total_per_call_ns), FormatDuration(f.cumulative_ns),
+           PerCall(f.cumulative_per_call_ns), callers});
+  }
+  p.Add("</tbody></table>");
+}
+
+void RenderPython(const Report& r, Page& p) {
+  const PythonFunctions& py = r.python;
+  p.Add("<section id=\"python\"><h2>Python functions</h2>");
+  if (py.profiles.empty()) {
+    p.Note(py.note);
+    if (py.unreadable > 0) {
+      p.Note(std::to_string(py.unreadable) +
+             " python_function instants were not cProfile rows (args without cumulative_ns).");
+    }
+    p.Add("</section>");
+    return;
+  }
+  p.Note(
+      "cProfile statistics: own time excludes the functions called, cumulative time includes "
+      "them; per call is own time / calls and cumulative time / primitive (non-recursive) calls, "
+      "as pstats prints them. Calls a/b: a calls, b of them primitive.");
+  if (py.profile_count > static_cast<int64_t>(py.profiles.size())) {
+    p.Note("The first " + std::to_string(py.profiles.size()) + " of " +
+           std::to_string(py.profile_count) + " profiles are shown (report.json has the same).");
+  }
+  for (const auto& pr : py.profiles) {
+    std::string title = pr.steps.empty() ? "Time window" : "Steps " + pr.steps;
+    title += " · node " + pr.node;
+    if (pr.rank) title += " · rank " + std::to_string(*pr.rank);
+    if (pr.pid) title += " · pid " + std::to_string(*pr.pid);
+    p.Add("<div class=\"pyprofile\"><h3>");
+    p.Text(title);
+    p.Add("</h3>");
+    p.Note("Stored " + FormatIso8601(pr.end_ns) + " · " + std::to_string(pr.functions) +
+           " functions stored (those with the most cumulative time)");
+    p.Add("<h4>Top functions by own time</h4>");
+    PythonTable(pr.by_total, p);
+    p.Add("<h4>Top functions by cumulative time</h4>");
+    PythonTable(pr.by_cumulative, p);
+    p.Add("</div>");
+  }
+  p.Add("</section>");
+}
+
 void RenderDataLoader(const Report& r, Page& p) {
   const DataLoader& d = r.data_loader;
   p.Add("<section id=\"data-loader\"><h2>Data loader</h2><p>");
@@ -619,6 +705,7 @@ std::string RenderHtml(const Report& r) {
                                                         {"system", "System"},
                                                         {"training", "Training loop"},
                                                         {"operators", "Operators"},
+                                                        {"python", "Python functions"},
                                                         {"data-loader", "Data loader"},
                                                         {"rules", "Rules"},
                                                         {"cost", "Cost"},
@@ -631,6 +718,7 @@ std::string RenderHtml(const Report& r) {
   RenderSystem(r, p);
   RenderTraining(r, p);
   RenderOperators(r, p);
+  RenderPython(r, p);
   RenderDataLoader(r, p);
   RenderRules(r, p);
   RenderCost(r, p);

@@ -40,6 +40,52 @@ json OperatorsJson(const std::vector<OperatorRow>& rows) {
   return a;
 }
 
+json PythonRowsJson(const std::vector<PythonFunctionRow>& rows) {
+  json a = json::array();
+  for (const auto& r : rows) {
+    json callers = json::array();
+    for (const auto& c : r.callers) {
+      callers.push_back({{"function", c.function},
+                         {"file", c.file},
+                         {"line", c.line},
+                         {"calls", c.calls},
+                         {"primitive_calls", c.primitive_calls},
+                         {"total_ns", c.total_ns},
+                         {"cumulative_ns", c.cumulative_ns}});
+    }
+    a.push_back({{"function", r.function},
+                 {"file", r.file},
+                 {"line", r.line},
+                 {"calls", r.calls},
+                 {"primitive_calls", r.primitive_calls},
+                 {"total_ns", r.total_ns},
+                 {"cumulative_ns", r.cumulative_ns},
+                 {"total_per_call_ns", Opt(r.total_per_call_ns)},
+                 {"cumulative_per_call_ns", Opt(r.cumulative_per_call_ns)},
+                 {"caller_count", Opt(r.caller_count)},
+                 {"callers", callers}});
+  }
+  return a;
+}
+
+json PythonJson(const PythonFunctions& p) {
+  json profiles = json::array();
+  for (const auto& pr : p.profiles) {
+    profiles.push_back({{"node", pr.node},
+                        {"pid", Opt(pr.pid)},
+                        {"rank", Opt(pr.rank)},
+                        {"steps", pr.steps.empty() ? json(nullptr) : json(pr.steps)},
+                        {"end_ns", pr.end_ns},
+                        {"functions", pr.functions},
+                        {"by_total", PythonRowsJson(pr.by_total)},
+                        {"by_cumulative", PythonRowsJson(pr.by_cumulative)}});
+  }
+  return {{"profile_count", p.profile_count},
+          {"profiles", profiles},
+          {"unreadable", p.unreadable},
+          {"note", p.note}};
+}
+
 json FindingJson(const FindingView& v) {
   const auto& f = v.finding;
   // Evidence nested beyond kMaxEvidenceDepth (a hostile store) stays text: dump() recurses.
@@ -185,6 +231,7 @@ json ReportToJson(const Report& r) {
       {"event_count", o.event_count},   {"cpu_total_ns", o.cpu_total_ns},
       {"gpu_total_ns", o.gpu_total_ns}, {"cpu", OperatorsJson(o.cpu)},
       {"gpu", OperatorsJson(o.gpu)},    {"gpu_breakdown", PartsJson(o.gpu_breakdown)}};
+  j["python"] = PythonJson(r.python);
 
   const DataLoader& d = r.data_loader;
   json config = json::array();

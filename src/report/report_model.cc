@@ -764,6 +764,7 @@ StatusOr<Report> BuildReport(store::RunReader& reader, const BuildOptions& optio
   TP_ASSIGN_OR_RETURN(auto steps, reader.Steps());
   BuildTraining(steps, range, options, report);
   TP_RETURN_IF_ERROR(BuildOperators(reader, report));
+  TP_RETURN_IF_ERROR(BuildPythonFunctions(reader, &report.python));
   TP_RETURN_IF_ERROR(BuildDataLoader(reader, steps, options, report));
   if (options.rules) {
     TP_ASSIGN_OR_RETURN(report.rules, options.rules(reader));

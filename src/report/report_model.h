@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "model/finding.h"
+#include "report/report_python.h"
 #include "store/run_reader.h"
 
 namespace trainprof::report {
@@ -215,6 +216,7 @@ struct Report {
   std::vector<NodeUsage> nodes;
   TrainingLoop training;
   Operators operators;
+  PythonFunctions python;  // report_python.h
   DataLoader data_loader;
   RulesSection rules;
   CostSection cost;

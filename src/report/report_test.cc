@@ -190,10 +190,109 @@ TEST_F(ReportTest, OperatorsLoaderRulesCostQuality) {
   EXPECT_TRUE(overruns);
 }
 
+// The synthetic run plants one cProfile profile (synthetic_run.cc WritePythonProfile): steps
+// 40-42, six functions with known own / cumulative times, calls and callers.
+TEST_F(ReportTest, PythonFunctionsFromThePlantedProfile) {
+  Report r = Build();
+  const PythonFunctions& py = r.python;
+  EXPECT_EQ(py.profile_count, 1);
+  EXPECT_EQ(py.unreadable, 0);
+  EXPECT_TRUE(py.note.empty());
+  ASSERT_EQ(py.profiles.size(), 1u);
+  const PythonProfile& p = py.profiles[0];
+  EXPECT_EQ(p.steps, "40-42");
+  EXPECT_EQ(p.node, "algo-1");
+  EXPECT_EQ(p.pid, 4242);
+  EXPECT_EQ(p.rank, 0);
+  EXPECT_EQ(p.functions, 6);
+  auto names = [](const std::vector<PythonFunctionRow>& rows) {
+    std::vector<std::string> out;
+    for (const auto& f : rows) out.push_back(f.function);
+    return out;
+  };
+  const std::string hostile = "<script>alert(\"py\")</script>";
+  EXPECT_EQ(names(p.by_total), (std::vector<std::string>{"forward", "load_batch", "fib",
+                                                         "train_step", "main", hostile}));
+  EXPECT_EQ(names(p.by_cumulative), (std::vector<std::string>{"main", "train_step", "forward",
+                                                              "load_batch", "fib", hostile}));
+  const PythonFunctionRow& fib = p.by_total[2];
+  EXPECT_EQ(fib.file, "util.py");
+  EXPECT_EQ(fib.line, 3);
+  EXPECT_EQ(fib.calls, 300);
+  EXPECT_EQ(fib.primitive_calls, 30);
+  EXPECT_EQ(fib.total_ns, 150 * kNanosPerMilli);
+  // pstats' per-call columns: own / calls, cumulative / primitive calls.
+  EXPECT_DOUBLE_EQ(*fib.total_per_call_ns, 0.5 * kNanosPerMilli);
+  EXPECT_DOUBLE_EQ(*fib.cumulative_per_call_ns, 5.0 * kNanosPerMilli);
+  EXPECT_EQ(fib.caller_count, 2);
+  ASSERT_EQ(fib.callers.size(), 2u);
+  EXPECT_EQ(fib.callers[0].function, "forward");
+  EXPECT_EQ(fib.callers[0].cumulative_ns, 150 * kNanosPerMilli);
+  EXPECT_EQ(fib.callers[1].function, "fib");
+  EXPECT_EQ(fib.callers[1].calls, 270);
+  EXPECT_EQ(fib.callers[1].primitive_calls, 0);
+  const PythonFunctionRow& main_fn = p.by_cumulative[0];
+  EXPECT_EQ(main_fn.cumulative_ns, 900 * kNanosPerMilli);
+  EXPECT_EQ(main_fn.caller_count, 0);
+  EXPECT_TRUE(main_fn.callers.empty());
+
+  nlohmann::json j = ReportToJson(r);
+  const auto& jp = j["python"]["profiles"][0];
+  EXPECT_EQ(jp["steps"], "40-42");
+  EXPECT_EQ(jp["by_total"][0]["function"], "forward");
+  EXPECT_EQ(jp["by_total"][0]["total_ns"], 450 * kNanosPerMilli);
+  EXPECT_EQ(jp["by_cumulative"][1]["callers"][0]["function"], "main");
+  EXPECT_EQ(jp["by_total"][2]["cumulative_per_call_ns"], 5.0 * kNanosPerMilli);
+
+  std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("<section id=\"python\"><h2>Python functions</h2>"), std::string::npos);
+  EXPECT_NE(html.find("Steps 40-42 · node algo-1 · rank 0 · pid 4242"), std::string::npos);
+  EXPECT_NE(html.find("<td>300/30</td><td>150.0 ms</td><td>500.0 us</td>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(&quot;py&quot;)&lt;/script&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("onerror=alert(2)>"), std::string::npos);
+}
+
+// Kineto's python_function spans (torch.profiler with_stack) are not cProfile rows; an instant
+// whose args are not a cProfile row is counted, not shown; without rows the section says how
+// to record a profile.
+TEST(ReportPythonTest, OnlyCProfileRowsMakeProfiles) {
+  std::string dir = TempDir() + "/run";
+  model::RunMetadata m;
+  m.run_id = "py";
+  m.start_ns = 1'000'000'000'000'000'000;
+  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
+  model::NodeInfo node;
+  node.node = "n0";
+  auto w = store::OpenNodeWriter(dir, node);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  model::Event span;
+  span.name = "train.py(12): step";
+  span.category = "python_function";
+  span.start_ns = m.start_ns + 10;
+  span.duration_ns = 1000;
+  (*w)->AppendEvent(span);
+  model::Event bad = span;
+  bad.kind = model::EventKind::kInstant;
+  bad.duration_ns = 0;
+  bad.args = R"({"function": "f", "calls": "many"})";
+  (*w)->AppendEvent(bad);
+  ASSERT_TRUE((*w)->Close().ok());
+  auto reader = store::RunReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto r = BuildReport(**reader);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->python.profile_count, 0);
+  EXPECT_EQ(r->python.unreadable, 1);
+  std::string html = RenderHtml(*r);
+  EXPECT_NE(html.find("trainprof record --python-profile 10-20"), std::string::npos);
+  EXPECT_EQ(html.find("Top functions by own time"), std::string::npos);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
 TEST_F(ReportTest, JsonHasStableKeys) {
   nlohmann::json j = ReportToJson(Build());
   for (const char* k : {"schema_version", "summary", "phases", "system", "training", "operators",
-                        "data_loader", "rules", "cost", "data_quality"}) {
+                        "python", "data_loader", "rules", "cost", "data_quality"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["schema_version"], 1);
@@ -220,8 +319,8 @@ TEST_F(ReportTest, HtmlEscapesEverythingFromTracesAndUsers) {
             std::string::npos);
   EXPECT_EQ(html.find("http://"), std::string::npos);  // nothing to fetch
   EXPECT_EQ(html.find("https://cdn"), std::string::npos);
-  for (const char* id : {"summary", "phases", "system", "training", "operators", "data-loader",
-                         "rules", "cost", "data-quality"}) {
+  for (const char* id : {"summary", "phases", "system", "training", "operators", "python",
+                         "data-loader", "rules", "cost", "data-quality"}) {
     EXPECT_NE(html.find(std::string("<section id=\"") + id + "\""), std::string::npos) << id;
   }
 }

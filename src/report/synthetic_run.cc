@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "base/json_dump.h"
 #include "base/time.h"
 #include "model/data_quality.h"
 #include "model/run_metadata.h"
@@ -29,6 +32,91 @@ class Noise {
 };
 
 double Ratio(double v) { return std::round(std::clamp(v, 0.0, 1.0) * 10000) / 10000; }
+
+// A cProfile profile of steps 40-42 as `record --python-profile 40-42` stores it (one
+// python_function instant per function, _detail.py store_pstats), with planted numbers:
+// main -> train_step -> {forward -> fib (recursive), load_batch}; report_test checks them.
+void WritePythonProfile(store::NodeStoreWriter& w, int64_t at_ns, const SyntheticRunOptions& o) {
+  struct Caller {
+    const char *function, *file;
+    int line, calls, primitive;
+    int64_t total_ms, cumulative_ms;
+  };
+  struct Fn {
+    const char *function, *file;
+    int line, calls, primitive;
+    int64_t total_ms, cumulative_ms;
+    std::vector<Caller> callers;
+  };
+  const std::vector<Fn> kFns = {
+      {"main", "train.py", 10, 1, 1, 5, 900, {}},
+      {"train_step", "train.py", 20, 30, 30, 30, 850, {{"main", "train.py", 10, 30, 30, 30, 850}}},
+      {"forward",
+       "model.py",
+       5,
+       30,
+       30,
+       450,
+       600,
+       {{"train_step", "train.py", 20, 30, 30, 450, 600}}},
+      {"load_batch",
+       "data.py",
+       7,
+       30,
+       30,
+       240,
+       240,
+       {{"train_step", "train.py", 20, 30, 30, 240, 240}}},
+      {"fib",
+       "util.py",
+       3,
+       300,
+       30,
+       150,
+       150,
+       {{"forward", "model.py", 5, 30, 30, 15, 150}, {"fib", "util.py", 3, 270, 0, 135, 135}}},
+      {o.hostile_names ? "<script>alert(\"py\")</script>" : "helper",
+       o.hostile_names ? "<img src=x onerror=alert(2)>.py" : "helper.py",
+       1,
+       2,
+       2,
+       3,
+       3,
+       {{"main", "train.py", 10, 2, 2, 3, 3}}},
+  };
+  for (const Fn& f : kFns) {
+    nlohmann::json called_by = nlohmann::json::array();
+    for (const Caller& c : f.callers) {
+      called_by.push_back({{"function", c.function},
+                           {"file", c.file},
+                           {"line", c.line},
+                           {"calls", c.calls},
+                           {"primitive_calls", c.primitive},
+                           {"total_ns", c.total_ms * kNanosPerMilli},
+                           {"cumulative_ns", c.cumulative_ms * kNanosPerMilli}});
+    }
+    model::Event ev;
+    ev.kind = model::EventKind::kInstant;
+    ev.name = std::string(f.function) + " (" + f.file + ":" + std::to_string(f.line) + ")";
+    ev.category = "python_function";
+    ev.mode = "train";
+    ev.step = 42;
+    ev.start_ns = at_ns;
+    ev.pid = 4242;
+    ev.rank = 0;
+    ev.args = DumpJson({{"function", f.function},
+                        {"file", f.file},
+                        {"line", f.line},
+                        {"calls", f.calls},
+                        {"primitive_calls", f.primitive},
+                        {"total_ns", f.total_ms * kNanosPerMilli},
+                        {"cumulative_ns", f.cumulative_ms * kNanosPerMilli},
+                        {"steps", "40-42"},
+                        {"callers", f.callers.size()},
+                        {"called_by", called_by}});
+    w.AppendEvent(std::move(ev));
+  }
+}
 
 }  // namespace
 
@@ -160,6 +248,8 @@ Status WriteSyntheticRun(const std::string& dir, const SyntheticRunOptions& o) {
     ts += total;
     ++step;
   }
+
+  if (o.operators) WritePythonProfile(*w, train_begin + (train_end - train_begin) / 4, o);
 
   // System metrics at the sampling interval.
   std::vector<store::SeriesId> cores, gpu_util, gpu_mem_util, gpu_mem, gpu_power;
