@@ -518,6 +518,14 @@ def install(torch) -> None:
 
 
 def install_when_imported() -> None:
+    """PyTorch's instrumentation once torch is imported, TensorFlow's (_auto_tf) once
+    tensorflow is; neither is imported here."""
+    try:
+        from trainprof import _auto_tf
+
+        _auto_tf.install_when_imported()
+    except Exception as exc:  # noqa: BLE001
+        warn_once("tf_install", f"TensorFlow instrumentation is off: {exc}")
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "nn"):
         install(torch)
