@@ -160,12 +160,13 @@ def import_horovod(sources, out: PathLike, *, name: str | None = None,
 def instances(*, gpu: str | None = None, max_price: float | None = None,
               provider: str | None = None, service: str | None = None,
               catalog: PathLike | None = None, max_price_age_days: int | None = None,
-              as_frame: bool = False):
+              sort: str | None = None, as_frame: bool = False):
     """The instance catalog (`trainprof instances --json`), filtered; a DataFrame with
-    `as_frame`."""
+    `as_frame`. `sort`: "price" (default), "gb" ($ per GiB of accelerator memory), "fp32" or
+    "bf16" ($ per peak dense TFLOP), types without the figure last."""
     data = _json("instances", "--json",
                  *_options(gpu=gpu, max_price=max_price, provider=provider, service=service,
-                           catalog=catalog, max_price_age_days=max_price_age_days))
+                           catalog=catalog, max_price_age_days=max_price_age_days, sort=sort))
     if not as_frame:
         return data
     import pandas as pd

@@ -52,6 +52,9 @@ struct InstancesOptions {
   int max_price_age_days = 180;
   int64_t now_ns = 0;
   bool json = false;
+  // price (default), gb ($ per GiB of accelerator memory per hour), fp32 / bf16 ($ per peak
+  // dense TFLOP per hour); types without the figure come last.
+  std::string sort = "price";
 };
 Status RunInstances(const InstancesOptions& options, std::ostream& out);
 

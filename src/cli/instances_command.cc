@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,29 @@ nlohmann::json Opt(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// What an hour of the type buys: per GiB of accelerator memory and per peak dense TFLOP (fp32 on
+// CUDA cores, bf16 on tensor cores; accelerators.csv), each from the on-demand hourly price.
+struct Value {
+  std::optional<double> per_accel_hour, per_gib_hour, per_fp32_tflop_hour, per_bf16_tflop_hour;
+};
+
+Value ValueOf(const cost::Catalog& catalog, const cost::InstanceType& t) {
+  Value v;
+  const int n = t.AcceleratorCount();
+  if (!t.price_usd_per_hour || n <= 0) return v;
+  const double p = *t.price_usd_per_hour;
+  v.per_accel_hour = p / n;
+  const cost::Accelerator* a = cost::FindAccelerator(catalog, t.accel_model);
+  std::optional<double> gib = t.accel_mem_gib_each;
+  if (!gib && a) gib = a->memory_gib;
+  if (gib && *gib > 0) v.per_gib_hour = p / (n * *gib);
+  if (a && a->fp32_tflops && *a->fp32_tflops > 0) v.per_fp32_tflop_hour = p / (n * *a->fp32_tflops);
+  if (a && a->bf16_tensor_tflops && *a->bf16_tensor_tflops > 0) {
+    v.per_bf16_tflop_hour = p / (n * *a->bf16_tensor_tflops);
+  }
+  return v;
+}
+
 }  // namespace
 
 Status RunInstances(const InstancesOptions& options, std::ostream& out) {
@@ -56,11 +80,19 @@ Status RunInstances(const InstancesOptions& options, std::ostream& out) {
     }
     rows.push_back(&t);
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
-    if (!a->price_usd_per_hour || !b->price_usd_per_hour) {
-      return a->price_usd_per_hour.has_value() > b->price_usd_per_hour.has_value();
-    }
-    return *a->price_usd_per_hour < *b->price_usd_per_hour;
+  std::map<const cost::InstanceType*, Value> values;
+  for (const auto* t : rows) values[t] = ValueOf(catalog, *t);
+  auto key = [&](const cost::InstanceType* t) -> std::optional<double> {
+    const Value& v = values[t];
+    if (options.sort == "gb") return v.per_gib_hour;
+    if (options.sort == "fp32") return v.per_fp32_tflop_hour;
+    if (options.sort == "bf16") return v.per_bf16_tflop_hour;
+    return t->price_usd_per_hour;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto* a, const auto* b) {
+    auto ka = key(a), kb = key(b);
+    if (!ka || !kb) return ka.has_value() > kb.has_value();
+    return *ka < *kb;
   });
   if (options.json) {
     nlohmann::json a = nlohmann::json::array();
@@ -79,6 +111,10 @@ Status RunInstances(const InstancesOptions& options, std::ostream& out) {
                    {"accel_mem_gib_each", Opt(t->accel_mem_gib_each)},
                    {"local_nvme_gb", Opt(t->local_nvme_gb)},
                    {"price_usd_per_hour", Opt(t->price_usd_per_hour)},
+                   {"usd_per_accelerator_hour", Opt(values[t].per_accel_hour)},
+                   {"usd_per_accelerator_gib_hour", Opt(values[t].per_gib_hour)},
+                   {"usd_per_fp32_tflop_hour", Opt(values[t].per_fp32_tflop_hour)},
+                   {"usd_per_bf16_tflop_hour", Opt(values[t].per_bf16_tflop_hour)},
                    {"price_basis", t->price_basis},
                    {"price_source", t->price_source},
                    {"price_as_of", t->price_as_of},
@@ -92,25 +128,26 @@ Status RunInstances(const InstancesOptions& options, std::ostream& out) {
                    {"notes", t->notes},
                    {"origin", t->origin}});
     }
-    out << DumpJson(nlohmann::json{{"catalog", catalog.origin}, {"instances", a}}, 2) << "\n";
+    out << DumpJson(
+               nlohmann::json{
+                   {"catalog", catalog.origin}, {"sort", options.sort}, {"instances", a}},
+               2)
+        << "\n";
     return OkStatus();
   }
   if (rows.empty()) {
     out << "no instance types match\n";
     return OkStatus();
   }
-  std::vector<std::vector<std::string>> table = {{"TYPE", "SERVICE", "REGION", "VCPU", "MEM GIB",
-                                                  "ACCELERATORS", "$/H", "$/ACCEL-H", "SPOT %",
-                                                  "PRICE AS OF"}};
+  std::vector<std::vector<std::string>> table = {
+      {"TYPE", "SERVICE", "REGION", "VCPU", "MEM GIB", "ACCELERATORS", "$/H", "$/ACCEL-H",
+       "$/GIB-H", "$/FP32-TF-H", "$/BF16-TF-H", "SPOT %", "PRICE AS OF"}};
   int stale = 0;
   for (const auto* t : rows) {
     std::string accel = t->AcceleratorCount() > 0
                             ? std::to_string(t->AcceleratorCount()) + " x " + t->accel_model
                             : "-";
-    std::optional<double> per_accel;
-    if (t->price_usd_per_hour && t->AcceleratorCount() > 0) {
-      per_accel = *t->price_usd_per_hour / t->AcceleratorCount();
-    }
+    const Value& v = values[t];
     auto age = cost::AgeDays(t->price_as_of, now);
     std::string as_of = t->price_as_of.empty() ? "n/a" : t->price_as_of;
     if (age && *age > options.max_price_age_days) {
@@ -118,13 +155,16 @@ Status RunInstances(const InstancesOptions& options, std::ostream& out) {
       ++stale;
     }
     table.push_back({t->instance_type, t->service, t->region, Num(t->vcpus), Num(t->memory_gib),
-                     accel, Num(t->price_usd_per_hour, 5), Num(per_accel, 4),
-                     Num(t->spot_discount_pct, 0), as_of});
+                     accel, Num(t->price_usd_per_hour, 5), Num(v.per_accel_hour, 4),
+                     Num(v.per_gib_hour, 3), Num(v.per_fp32_tflop_hour, 3),
+                     Num(v.per_bf16_tflop_hour, 3), Num(t->spot_discount_pct, 0), as_of});
   }
   PrintTable(out, table);
   out << "\n"
       << rows.size() << " types; catalog: " << catalog.origin
-      << "\nprices are on-demand list prices; sources: trainprof instances --json\n";
+      << "\nprices are on-demand list prices; $/GIB-H and $/...-TF-H: the hourly price per GiB of "
+         "accelerator memory and per peak dense TFLOP (accelerators.csv); sorted by "
+      << options.sort << "; sources: trainprof instances --json\n";
   if (stale > 0) {
     out << "warning: " << stale << " price(s) are older than " << options.max_price_age_days
         << " days (marked 'old'): refresh the catalog or use --catalog with your prices\n";
@@ -144,6 +184,10 @@ void AddInstancesCommand(CLI::App& app, CommandAction* action) {
                   "Your instance file (merged over the shipped catalog) or catalog directory");
   cmd->add_option("--max-price-age-days", opts->max_price_age_days, "Mark prices older than this")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--sort", opts->sort,
+                  "price ($ per hour, the default), gb ($ per GiB of accelerator memory), fp32 or "
+                  "bf16 ($ per peak dense TFLOP)")
+      ->check(CLI::IsMember({"price", "gb", "fp32", "bf16"}));
   cmd->add_flag("--json", opts->json, "Print JSON");
   cmd->callback(
       [opts, action] { action->run = [opts] { return RunInstances(*opts, std::cout); }; });
