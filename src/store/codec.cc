@@ -159,25 +159,79 @@ StatusOr<std::string> ZstdDecompress(std::string_view compressed, size_t max_byt
   return out;
 }
 
+namespace {
+
+// Metric chunks and timestamp columns are stored as zstd frames, or as their raw bytes when
+// zstd would not make them smaller (a series with a handful of values). A raw blob starts with
+// its version byte (1 or 2), a zstd frame with its magic number's first byte.
+constexpr uint8_t kZstdMagicFirstByte = 0x28;
+constexpr uint8_t kMetricTimesVersion = 1;
+constexpr uint8_t kMetricChunkSharedTimesVersion = 2;
+
+std::string CompressedOrRaw(std::string raw, int level) {
+  std::string z = ZstdCompress(raw, level);
+  return z.size() < raw.size() ? z : raw;
+}
+
+Status OpenBlob(std::string_view blob, size_t max_bytes, std::string* raw) {
+  if (!blob.empty() && static_cast<uint8_t>(blob[0]) != kZstdMagicFirstByte) {
+    if (blob.size() > max_bytes) {
+      return DataLoss("raw chunk of " + std::to_string(blob.size()) + " bytes is too large");
+    }
+    raw->assign(blob);
+    return OkStatus();
+  }
+  return ZstdDecompressInto(blob, max_bytes, raw);
+}
+
+// First value, first delta, then delta-of-deltas (0 for a steady sampler).
+void PutTimestamps(std::string* raw, std::span<const int64_t> ts_ns) {
+  int64_t prev = 0, prev_delta = 0;
+  for (size_t i = 0; i < ts_ns.size(); ++i) {
+    if (i == 0) {
+      PutVarint(raw, ZigZag(ts_ns[0]));
+    } else {
+      int64_t delta = ts_ns[i] - prev;
+      PutVarint(raw, ZigZag(i == 1 ? delta : delta - prev_delta));
+      prev_delta = delta;
+    }
+    prev = ts_ns[i];
+  }
+}
+
+void GetTimestamps(ByteReader& r, uint64_t n, int64_t* t) {
+  int64_t prev = 0, delta = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t x = UnZigZag(r.Varint());
+    if (i == 0) {
+      prev = x;
+    } else if (i == 1) {
+      delta = x;
+      prev = WrapAdd(prev, delta);
+    } else {
+      delta = WrapAdd(delta, x);
+      prev = WrapAdd(prev, delta);
+    }
+    t[i] = prev;
+  }
+}
+
+}  // namespace
+
 std::string EncodeMetricChunk(std::span<const int64_t> ts_ns, std::span<const double> values,
-                              int zstd_level) {
+                              int zstd_level, int64_t times_id) {
   TP_CHECK(ts_ns.size() == values.size());
   const size_t n = ts_ns.size();
   std::string raw;
   raw.reserve(n * 4 + 16);
-  raw.push_back(static_cast<char>(kMetricChunkVersion));
-  PutVarint(&raw, n);
-  // Timestamps: first value, first delta, then delta-of-deltas (0 for a steady sampler).
-  int64_t prev = 0, prev_delta = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i == 0) {
-      PutVarint(&raw, ZigZag(ts_ns[0]));
-    } else {
-      int64_t delta = ts_ns[i] - prev;
-      PutVarint(&raw, ZigZag(i == 1 ? delta : delta - prev_delta));
-      prev_delta = delta;
-    }
-    prev = ts_ns[i];
+  if (times_id > 0) {
+    raw.push_back(static_cast<char>(kMetricChunkSharedTimesVersion));
+    PutVarint(&raw, n);
+    PutVarint(&raw, static_cast<uint64_t>(times_id));
+  } else {
+    raw.push_back(static_cast<char>(kMetricChunkVersion));
+    PutVarint(&raw, n);
+    PutTimestamps(&raw, ts_ns);
   }
   int e = FindDecimalExponent(values);
   if (e >= 0) {
@@ -210,11 +264,49 @@ std::string EncodeMetricChunk(std::span<const int64_t> ts_ns, std::span<const do
       prev_bits = bits;
     }
   }
-  return ZstdCompress(raw, zstd_level);
+  return CompressedOrRaw(std::move(raw), zstd_level);
+}
+
+std::string EncodeMetricTimes(std::span<const int64_t> ts_ns, int zstd_level) {
+  std::string raw;
+  raw.reserve(ts_ns.size() * 3 + 16);
+  raw.push_back(static_cast<char>(kMetricTimesVersion));
+  PutVarint(&raw, ts_ns.size());
+  PutTimestamps(&raw, ts_ns);
+  return CompressedOrRaw(std::move(raw), zstd_level);
+}
+
+Status DecodeMetricTimes(std::string_view blob, size_t expected_count,
+                         std::vector<int64_t>* ts_ns) {
+  if (expected_count > kMaxMetricChunkValues) {
+    return DataLoss("timestamp column claims " + std::to_string(expected_count) +
+                    " values; a chunk holds at most " + std::to_string(kMaxMetricChunkValues));
+  }
+  thread_local std::string raw;
+  // A varint timestamp takes at most 10 bytes, and at least 1: check before sizing.
+  TP_RETURN_IF_ERROR(OpenBlob(blob, 32 + expected_count * 10, &raw));
+  if (raw.size() < 2 + expected_count) {
+    return DataLoss("timestamp column claims " + std::to_string(expected_count) + " values in " +
+                    std::to_string(raw.size()) + " bytes");
+  }
+  ByteReader r(raw);
+  uint8_t version = r.Byte();
+  if (version != kMetricTimesVersion) {
+    return DataLoss("timestamp column version " + std::to_string(version) + " is not supported");
+  }
+  uint64_t n = r.Varint();
+  if (!r.ok() || n != expected_count) return DataLoss("timestamp column count mismatch");
+  ts_ns->resize(n);
+  GetTimestamps(r, n, ts_ns->data());
+  if (!r.ok() || !r.at_end()) {
+    ts_ns->clear();
+    return DataLoss("timestamp column is truncated or has trailing bytes");
+  }
+  return OkStatus();
 }
 
 Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vector<int64_t>* ts_ns,
-                         std::vector<double>* values) {
+                         std::vector<double>* values, const MetricTimesLookup* times) {
   // A varint timestamp and value take at most 20 bytes; anything larger is corrupt. The buffer
   // is kept per thread: a read decodes thousands of chunks of similar size.
   thread_local std::string raw;
@@ -222,19 +314,41 @@ Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vect
     return DataLoss("metric chunk claims " + std::to_string(expected_count) +
                     " values; a chunk holds at most " + std::to_string(kMaxMetricChunkValues));
   }
-  TP_RETURN_IF_ERROR(ZstdDecompressInto(blob, 32 + expected_count * 20, &raw));
-  // Each value takes at least 2 bytes (its timestamp and its value): check before sizing.
-  if (raw.size() < 3 + 2 * expected_count) {
+  TP_RETURN_IF_ERROR(OpenBlob(blob, 32 + expected_count * 20, &raw));
+  // Each value takes at least 1 byte, and its own timestamp 1 more (version 1): check before
+  // sizing.
+  const uint8_t version = raw.empty() ? 0 : static_cast<uint8_t>(raw[0]);
+  const size_t min_bytes_per_value = version == kMetricChunkSharedTimesVersion ? 1 : 2;
+  if (raw.size() < 3 + min_bytes_per_value * expected_count) {
     return DataLoss("metric chunk claims " + std::to_string(expected_count) + " values in " +
                     std::to_string(raw.size()) + " bytes");
   }
   ByteReader r(raw);
-  uint8_t version = r.Byte();
-  if (version != kMetricChunkVersion) {
+  r.Byte();
+  if (version != kMetricChunkVersion && version != kMetricChunkSharedTimesVersion) {
     return DataLoss("metric chunk version " + std::to_string(version) + " is not supported");
   }
   uint64_t n = r.Varint();
   if (!r.ok() || n != expected_count) return DataLoss("metric chunk count mismatch");
+  std::span<const int64_t> shared;
+  if (version == kMetricChunkSharedTimesVersion) {
+    const uint64_t times_id = r.Varint();
+    if (!r.ok() || times_id == 0 || times_id > static_cast<uint64_t>(INT64_MAX)) {
+      return DataLoss("metric chunk refers to no timestamp column");
+    }
+    if (times == nullptr || !*times) {
+      return DataLoss("metric chunk refers to timestamp column " + std::to_string(times_id) +
+                      ", which this reader cannot look up");
+    }
+    auto found = (*times)(static_cast<int64_t>(times_id), static_cast<size_t>(n));
+    if (!found.ok()) {
+      return DataLoss("timestamp column " + std::to_string(times_id) + ": " +
+                      found.status().message());
+    }
+    shared = *found;
+    if (shared.size() != n)
+      return DataLoss("metric chunk and its timestamp column differ in count");
+  }
   size_t base = ts_ns->size();
   ts_ns->resize(base + n);
   values->resize(base + n);
@@ -254,19 +368,10 @@ Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vect
   } restore{ts_ns, values, base};
   int64_t* t = ts_ns->data() + base;
   double* v = values->data() + base;
-  int64_t prev = 0, delta = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    int64_t x = UnZigZag(r.Varint());
-    if (i == 0) {
-      prev = x;
-    } else if (i == 1) {
-      delta = x;
-      prev = WrapAdd(prev, delta);
-    } else {
-      delta = WrapAdd(delta, x);
-      prev = WrapAdd(prev, delta);
-    }
-    t[i] = prev;
+  if (version == kMetricChunkSharedTimesVersion) {
+    if (n > 0) std::memcpy(t, shared.data(), n * sizeof(int64_t));
+  } else {
+    GetTimestamps(r, n, t);
   }
   auto encoding = static_cast<ValueEncoding>(r.Byte());
   if (encoding == ValueEncoding::kDecimal) {

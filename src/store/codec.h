@@ -4,6 +4,7 @@
 // and the event chunk (one column after another), each compressed with zstd.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -95,12 +96,28 @@ inline constexpr size_t kMaxEventChunkEvents = size_t{1} << 18;
 // "dropped_event_args"), so a chunk's args stay within kMaxEventChunkArgsBytes plus this.
 inline constexpr size_t kMaxEventArgsBytes = size_t{32} << 20;
 
-// Encodes a series' samples (timestamps ascending) into one compressed blob. Lossless.
+// Encodes a series' samples (timestamps ascending) into one blob (zstd, or the raw bytes when
+// zstd would not make them smaller). Lossless. With `times_id` > 0 (store format 2) the chunk
+// holds only its values and refers to the timestamps stored once in metric_times row
+// `times_id` (EncodeMetricTimes of the same `ts_ns`), shared by the series of one tick.
 std::string EncodeMetricChunk(std::span<const int64_t> ts_ns, std::span<const double> values,
-                              int zstd_level);
-// Appends the chunk's samples to `ts_ns` and `values`. DataLoss on any inconsistency.
+                              int zstd_level, int64_t times_id = 0);
+
+// A shared timestamp column (a metric_times row): the timestamps of `count` values that
+// metric_times row `id` must hold, or an error naming what is wrong. The span stays valid until
+// the next call.
+using MetricTimesLookup =
+    std::function<StatusOr<std::span<const int64_t>>(int64_t id, size_t count)>;
+
+// Appends the chunk's samples to `ts_ns` and `values`. DataLoss on any inconsistency; a chunk
+// that refers to shared timestamps needs `times` (DataLoss without it).
 Status DecodeMetricChunk(std::string_view blob, size_t expected_count, std::vector<int64_t>* ts_ns,
-                         std::vector<double>* values);
+                         std::vector<double>* values, const MetricTimesLookup* times = nullptr);
+
+// The timestamp column of metric_times (format 2): delta-of-delta coded like a chunk's own.
+std::string EncodeMetricTimes(std::span<const int64_t> ts_ns, int zstd_level);
+// Replaces `ts_ns` with the column's timestamps; DataLoss unless it holds `expected_count`.
+Status DecodeMetricTimes(std::string_view blob, size_t expected_count, std::vector<int64_t>* ts_ns);
 
 // Events as stored: strings replaced by ids into the node's `strings` table (0 means "").
 struct EncodedEvent {

@@ -206,5 +206,98 @@ TEST(CodecTest, StableSortByKeyOrdersTiesByArrival) {
   EXPECT_TRUE(order.empty());
 }
 
+constexpr int64_t kT0 = 1'767'225'600'000'000'000;  // 2026-01-01
+
+// Store format 2: the series of one tick refer to one timestamp column (metric_times). Jittered
+// timestamps (SageMaker's, a real sampler's) cost bytes per value when every series keeps its
+// own copy; a chunk that refers to the column keeps only its values, bit for bit.
+TEST(CodecTest, SharedTimestampColumnRoundTripsAndIsRequired) {
+  std::mt19937_64 rng(16);
+  std::vector<int64_t> ts;
+  std::vector<double> v;
+  for (int i = 0; i < 4096; ++i) {
+    ts.push_back(kT0 + i * 500'000'000LL + static_cast<int64_t>(rng() % 900) * 1000);
+    v.push_back(static_cast<double>(rng() % 10001) / 10000.0);
+  }
+  const std::string times = EncodeMetricTimes(ts, 3);
+  const std::string shared = EncodeMetricChunk(ts, v, 3, /*times_id=*/7);
+  const std::string own = EncodeMetricChunk(ts, v, 3);
+  // The jitter costs about 2 bytes per timestamp; the shared chunk holds none of them.
+  EXPECT_LT(shared.size() + ts.size(), own.size());
+  std::vector<int64_t> column;
+  MetricTimesLookup lookup = [&](int64_t id, size_t count) -> StatusOr<std::span<const int64_t>> {
+    if (id != 7) return DataLoss("no such row");
+    TP_RETURN_IF_ERROR(DecodeMetricTimes(times, count, &column));
+    return std::span<const int64_t>(column);
+  };
+  std::vector<int64_t> ts_out{1, 2};
+  std::vector<double> v_out{3, 4};
+  ASSERT_TRUE(DecodeMetricChunk(shared, ts.size(), &ts_out, &v_out, &lookup).ok());
+  ASSERT_EQ(std::vector<int64_t>(ts_out.begin() + 2, ts_out.end()), ts);
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint64_t>(v_out[i + 2]), std::bit_cast<uint64_t>(v[i])) << i;
+  }
+  // Without the column, or with a column that is not there or of another length, the chunk is
+  // refused and the caller's columns are left as they were.
+  ts_out = {1, 2};
+  v_out = {3, 4};
+  Status none = DecodeMetricChunk(shared, ts.size(), &ts_out, &v_out);
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("timestamp column 7"), std::string::npos) << none.message();
+  MetricTimesLookup missing = [](int64_t, size_t) -> StatusOr<std::span<const int64_t>> {
+    return DataLoss("no such row in metric_times");
+  };
+  EXPECT_FALSE(DecodeMetricChunk(shared, ts.size(), &ts_out, &v_out, &missing).ok());
+  std::vector<int64_t> short_column(ts.begin(), ts.end() - 1);
+  MetricTimesLookup shorter = [&](int64_t, size_t) -> StatusOr<std::span<const int64_t>> {
+    return std::span<const int64_t>(short_column);
+  };
+  EXPECT_FALSE(DecodeMetricChunk(shared, ts.size(), &ts_out, &v_out, &shorter).ok());
+  EXPECT_EQ(ts_out, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(v_out, (std::vector<double>{3, 4}));
+  // The column itself refuses a wrong count, a truncation and trailing bytes.
+  EXPECT_FALSE(DecodeMetricTimes(times, ts.size() + 1, &column).ok());
+  EXPECT_FALSE(DecodeMetricTimes(times.substr(0, times.size() / 2), ts.size(), &column).ok());
+  EXPECT_FALSE(DecodeMetricTimes(times + "x", ts.size(), &column).ok());
+  EXPECT_FALSE(DecodeMetricTimes(times, kMaxMetricChunkValues + 1, &column).ok());
+}
+
+// A chunk of a few values is stored raw (a zstd frame would add 9 bytes to ~10); a raw chunk
+// starts with its version byte, never with zstd's magic.
+TEST(CodecTest, TinyChunksAreStoredRaw) {
+  const std::vector<int64_t> ts{kT0, kT0 + 60'000'176'200};
+  const std::vector<double> v{0.0476, 0.053};
+  const std::string blob = EncodeMetricChunk(ts, v, 3);
+  ASSERT_FALSE(blob.empty());
+  EXPECT_EQ(blob[0], 1);
+  EXPECT_LT(blob.size(), ZstdCompress(blob, 3).size());
+  ExpectRoundTrip(ts, v);
+  const std::string times = EncodeMetricTimes(ts, 3);
+  EXPECT_EQ(times[0], 1);
+  std::vector<int64_t> column;
+  ASSERT_TRUE(DecodeMetricTimes(times, 2, &column).ok());
+  EXPECT_EQ(column, ts);
+}
+
+// Chunks written by format 1 (always zstd, timestamps inline) read as before: one built byte
+// by byte from docs/store-format.md.
+TEST(CodecTest, FormatOneChunksStillDecode) {
+  std::string raw;
+  raw.push_back(1);    // chunk version
+  PutVarint(&raw, 3);  // n
+  PutVarint(&raw, ZigZag(kT0));
+  PutVarint(&raw, ZigZag(500'000'000));
+  PutVarint(&raw, ZigZag(-1'000));  // delta-of-delta
+  raw.push_back(0);                 // decimal
+  raw.push_back(2);                 // e = 2
+  raw.push_back(0);                 // delta layout
+  for (int64_t d : {476, -100, 24}) PutVarint(&raw, ZigZag(d));
+  std::vector<int64_t> ts;
+  std::vector<double> v;
+  ASSERT_TRUE(DecodeMetricChunk(ZstdCompress(raw, 3), 3, &ts, &v).ok());
+  EXPECT_EQ(ts, (std::vector<int64_t>{kT0, kT0 + 500'000'000, kT0 + 999'999'000}));
+  EXPECT_EQ(v, (std::vector<double>{4.76, 3.76, 4.0}));
+}
+
 }  // namespace
 }  // namespace trainprof::store

@@ -1,6 +1,7 @@
 #include "store/node_store_reader.h"
 
 #include <algorithm>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -15,6 +16,56 @@ template <typename T>
 bool Selected(const std::vector<T>& filter, const T& value) {
   return filter.empty() || std::find(filter.begin(), filter.end(), value) != filter.end();
 }
+
+// The shared timestamp columns (metric_times, format 2) of one read, decoded once each: the
+// chunks of every series of a tick refer to the same row. Bounded, so that a hostile store
+// cannot make it large: past kMaxCachedTimes timestamps it starts over.
+class TimesCache {
+ public:
+  explicit TimesCache(SqliteDb* db) : db_(db) {}
+  TimesCache(const TimesCache&) = delete;
+  TimesCache& operator=(const TimesCache&) = delete;
+  const MetricTimesLookup& lookup() { return lookup_; }
+
+ private:
+  static constexpr size_t kMaxCachedTimes = size_t{8} << 20;
+
+  StatusOr<std::span<const int64_t>> Find(int64_t id, size_t count) {
+    auto it = cache_.find(id);
+    if (it == cache_.end()) {
+      TP_ASSIGN_OR_RETURN(auto row,
+                          db_->Cached("SELECT count, data FROM metric_times WHERE id = ?"));
+      row->Bind(1, id);
+      Status status;
+      if (!row->Step(&status)) {
+        TP_RETURN_IF_ERROR(status);
+        return DataLoss("no such row in metric_times");
+      }
+      if (row->Int(0) != static_cast<int64_t>(count)) {
+        return DataLoss("holds " + std::to_string(row->Int(0)) + " timestamps, the chunk " +
+                        std::to_string(count));
+      }
+      if (cached_ + count > kMaxCachedTimes) {
+        cache_.clear();
+        cached_ = 0;
+      }
+      std::vector<int64_t> ts;
+      TP_RETURN_IF_ERROR(DecodeMetricTimes(row->Blob(1), count, &ts));
+      it = cache_.emplace(id, std::move(ts)).first;
+      cached_ += count;
+    }
+    if (it->second.size() != count) {
+      return DataLoss("holds " + std::to_string(it->second.size()) + " timestamps, the chunk " +
+                      std::to_string(count));
+    }
+    return std::span<const int64_t>(it->second);
+  }
+
+  SqliteDb* db_;
+  std::unordered_map<int64_t, std::vector<int64_t>> cache_;
+  size_t cached_ = 0;
+  MetricTimesLookup lookup_ = [this](int64_t id, size_t count) { return Find(id, count); };
+};
 
 }  // namespace
 
@@ -138,6 +189,7 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
   TP_ASSIGN_OR_RETURN(auto chunks, db_->Cached("SELECT series_id, id, count, data FROM "
                                                "metric_chunks WHERE id > ? ORDER BY id"));
   chunks->Bind(1, after_chunk_id);
+  TimesCache times(db_.get());
   Status status;
   while (chunks->Step(&status)) {
     const int64_t id = chunks->Int(1);
@@ -151,7 +203,7 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
     auto [newest, first_seen] = newest_ns->try_emplace(chunks->Int(0), kMinTime);
     const size_t before = out->value.size();
     Status s = DecodeMetricChunk(chunks->Blob(3), static_cast<size_t>(chunks->Int(2)),
-                                 &out->timestamp_ns, &out->value);
+                                 &out->timestamp_ns, &out->value, &times.lookup());
     if (!s.ok()) {
       problems->Add(path_ + ": metric chunk " + std::to_string(id) + ": " + s.message());
       continue;
@@ -234,13 +286,14 @@ Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
         auto chunks,
         db_->Cached("SELECT id, count, data, first_ns, last_ns FROM metric_chunks WHERE "
                     "series_id = ? AND last_ns >= ? AND first_ns < ? ORDER BY last_ns"));
+    TimesCache times(db_.get());
     for (const Wanted& w : wanted) {
       chunks->Bind(1, w.id).Bind(2, query.start_ns).Bind(3, query.end_ns);
       const size_t series_begin = out->value.size();
       while (chunks->Step(&status)) {
         const size_t before = out->value.size();
         Status s = DecodeMetricChunk(chunks->Blob(2), static_cast<size_t>(chunks->Int(1)),
-                                     &out->timestamp_ns, &out->value);
+                                     &out->timestamp_ns, &out->value, &times.lookup());
         if (!s.ok()) {
           problems->Add(path_ + ": metric chunk " + std::to_string(chunks->Int(0)) + ": " +
                         s.message());

@@ -3,9 +3,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <random>
 #include <thread>
 
 #include "base/files.h"
@@ -150,6 +153,144 @@ TEST(NodeStoreTest, ReopenAppendsToExistingStore) {
   EventTable ev;
   ASSERT_TRUE((*r)->ReadEvents({}, &ev, &p).ok());
   ASSERT_EQ(ev.size(), 2u);
+}
+
+int64_t QueryInt(const std::string& path, const std::string& sql) {
+  auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadOnly);
+  if (!db.ok()) return -1;
+  auto stmt = (*db)->Prepare(sql);
+  Status st;
+  if (!stmt.ok() || !stmt->Step(&st)) return -1;
+  return stmt->Int(0);
+}
+
+// Format 2: the series of one tick (a sampler's, or SageMaker's per metric type) carry the same
+// jittered timestamps; they are stored once per flush, in metric_times, and read back exactly,
+// live (tails) and after sealing. A timestamp column goes with the last tail referring to it.
+TEST(NodeStoreTest, SeriesOfOneTickShareOneTimestampColumn) {
+  std::string path = MakeTempDir() + "/store.sqlite";
+  std::mt19937_64 rng(16);
+  std::vector<int64_t> ticks, lone_ticks;
+  for (int i = 0; i < 250; ++i) {
+    ticks.push_back(kT0 + i * 500'000'000LL + static_cast<int64_t>(rng() % 900'000));
+    lone_ticks.push_back(kT0 + i * 500'000'000LL + static_cast<int64_t>(rng() % 900'000));
+  }
+  auto value = [](int s, int i) { return static_cast<double>((s * 7 + i * 13) % 101) / 100; };
+  constexpr int kSeries = 40;
+  WriterOptions opts;
+  opts.seal_values = 100;
+  auto w = NodeStoreWriter::Open(path, TestNode(), opts);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::vector<SeriesId> ids;
+  for (int s = 0; s < kSeries; ++s)
+    ids.push_back((*w)->Series("cpu_utilization_ratio", "cpu" + std::to_string(s)));
+  SeriesId lone = (*w)->Series("memory_utilization_ratio", "");
+  auto reader = NodeStoreReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  auto expect_all = [&](size_t n_ticks) {
+    MetricTable t;
+    ReadProblems p;
+    ASSERT_TRUE((*reader)->ReadMetrics({}, &t, &p).ok());
+    EXPECT_EQ(p.corrupt_chunks, 0);
+    ASSERT_EQ(t.size(), (kSeries + 1) * n_ticks);
+    std::map<std::pair<std::string, int64_t>, double> got;
+    for (size_t i = 0; i < t.size(); ++i) {
+      got[{t.devices.at(t.device[i]) + t.metrics.at(t.metric[i]), t.timestamp_ns[i]}] = t.value[i];
+    }
+    ASSERT_EQ(got.size(), t.size());
+    for (size_t i = 0; i < n_ticks; ++i) {
+      for (int s = 0; s < kSeries; ++s) {
+        auto it = got.find({"cpu" + std::to_string(s) + "cpu_utilization_ratio", ticks[i]});
+        ASSERT_NE(it, got.end()) << s << " " << i;
+        ASSERT_EQ(std::bit_cast<uint64_t>(it->second),
+                  std::bit_cast<uint64_t>(value(s, static_cast<int>(i))));
+      }
+      auto it = got.find({"memory_utilization_ratio", lone_ticks[i]});
+      ASSERT_NE(it, got.end()) << i;
+      ASSERT_EQ(it->second, value(99, static_cast<int>(i)));
+    }
+  };
+  for (size_t i = 0; i < ticks.size(); ++i) {
+    for (int s = 0; s < kSeries; ++s) (*w)->Append(ids[s], ticks[i], value(s, static_cast<int>(i)));
+    (*w)->Append(lone, lone_ticks[i], value(99, static_cast<int>(i)));
+    if (i % 30 == 29) {
+      ASSERT_TRUE((*w)->Flush().ok());
+      expect_all(i + 1);
+      // One column per flush still in tails, one per seal (values since the last seal >= 100:
+      // at 120 and 240 ticks): every chunk of a tick's 40 series refers to one.
+      const int64_t sealed = static_cast<int64_t>((i + 1) / 120);
+      const int64_t tails = static_cast<int64_t>(((i + 1) % 120) / 30);
+      EXPECT_EQ(QueryInt(path, "SELECT count(*) FROM metric_times"), sealed + tails) << i;
+    }
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  expect_all(ticks.size());
+  // Sealed at 120 and 240 ticks and at close: three columns; the lone series keeps its own.
+  EXPECT_EQ(QueryInt(path, "SELECT count(*) FROM metric_times"), 3);
+  EXPECT_EQ(QueryInt(path, "SELECT sum(count) FROM metric_times"), 250);
+  EXPECT_EQ(QueryInt(path, "SELECT value FROM meta WHERE key = 'format_version'"), 2);
+  // Bytes: the columns and chunks together stay within 2 bytes per value where every series
+  // keeping its own jittered timestamps took more than 3.
+  const int64_t bytes = QueryInt(path, "SELECT sum(length(data)) FROM metric_chunks") +
+                        QueryInt(path, "SELECT sum(length(data)) FROM metric_times");
+  EXPECT_LT(bytes, 2 * 250 * (kSeries + 1));
+
+  // A damaged column makes the chunks that refer to it unreadable, counted and named; the lone
+  // series' chunks still read.
+  {
+    auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("UPDATE metric_times SET data = x'01ff'").ok());
+  }
+  auto damaged = NodeStoreReader::Open(path);
+  ASSERT_TRUE(damaged.ok());
+  MetricTable t;
+  ReadProblems p;
+  ASSERT_TRUE((*damaged)->ReadMetrics({}, &t, &p).ok());
+  EXPECT_EQ(t.size(), 250u);
+  EXPECT_EQ(p.corrupt_chunks, 3 * kSeries);
+  ASSERT_FALSE(p.messages.empty());
+  EXPECT_NE(p.messages[0].find("timestamp column"), std::string::npos) << p.messages[0];
+}
+
+// A format 1 store (no metric_times table; chunks with their own timestamps) reads as before,
+// and a writer appending to it marks it format 2.
+TEST(NodeStoreTest, FormatOneStoreReadsAndTakesAppends) {
+  std::string path = MakeTempDir() + "/store.sqlite";
+  {
+    auto w = NodeStoreWriter::Open(path, TestNode());
+    ASSERT_TRUE(w.ok());
+    SeriesId a = (*w)->Series("a", "");
+    for (int i = 0; i < 3000; ++i) (*w)->Append(a, kT0 + i * 1'000'003LL, i / 100.0);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  {
+    auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadWriteCreate);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("DROP TABLE metric_times").ok());
+    ASSERT_TRUE((*db)->Exec("UPDATE meta SET value = '1' WHERE key = 'format_version'").ok());
+  }
+  auto read_count = [&]() -> size_t {
+    auto r = NodeStoreReader::Open(path);
+    if (!r.ok()) return 0;
+    MetricTable t;
+    ReadProblems p;
+    if (!(*r)->ReadMetrics({}, &t, &p).ok() || p.corrupt_chunks != 0) return 0;
+    return t.size();
+  };
+  EXPECT_EQ(read_count(), 3000u);
+  {
+    auto w = NodeStoreWriter::Open(path, TestNode());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    SeriesId a = (*w)->Series("a", "");
+    SeriesId b = (*w)->Series("b", "");
+    (*w)->Append(a, kT0 + 4'000'000'000LL, 1.0);
+    (*w)->Append(b, kT0 + 4'000'000'000LL, 2.0);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  EXPECT_EQ(QueryInt(path, "SELECT value FROM meta WHERE key = 'format_version'"), 2);
+  EXPECT_EQ(QueryInt(path, "SELECT count(*) FROM metric_times"), 1);
+  EXPECT_EQ(read_count(), 3002u);
 }
 
 TEST(NodeStoreTest, LiveReaderSeesDataWithinTwoSeconds) {

@@ -28,8 +28,10 @@ struct NodeStoreWriter::Pending {
     std::vector<int64_t> ts_ns;
     std::vector<double> values;
     bool sealed = false;
-    std::vector<int64_t> delete_ids;  // tails a sealed chunk replaces
-    int64_t new_id = 0;               // rowid once written
+    std::vector<int64_t> delete_ids;        // tails a sealed chunk replaces
+    std::vector<int64_t> delete_times_ids;  // their metric_times rows (0: none)
+    int64_t new_id = 0;                     // rowid once written
+    int64_t times_id = 0;                   // its metric_times row once written (0: none)
   };
   std::vector<Chunk> chunks;
   std::vector<std::pair<SeriesId, std::pair<std::string, std::string>>> new_series;
@@ -113,6 +115,8 @@ Status NodeStoreWriter::Initialize(const model::NodeInfo& node) {
   TP_RETURN_IF_ERROR(status);
   persisted_strings_ = strings_.size();
 
+  // A version 1 store appended to gets chunks of this version.
+  meta_["format_version"] = std::to_string(kStoreFormatVersion);
   meta_["node"] = node.node;
   meta_["node_info"] = model::NodeInfoToJson(node);
   meta_["trainprof_version"] = kVersion;
@@ -228,6 +232,7 @@ Status NodeStoreWriter::Flush() {
         chunk.ts_ns = std::move(buf.ts_ns);
         chunk.values = std::move(buf.values);
         chunk.delete_ids = std::move(buf.tail_ids);
+        chunk.delete_times_ids = std::move(buf.tail_times_ids);
         buffered_values_ -= static_cast<int64_t>(chunk.ts_ns.size());
         pending.value_count += static_cast<int64_t>(chunk.ts_ns.size() - buf.flushed);
         buf = SeriesBuffer();
@@ -273,7 +278,10 @@ Status NodeStoreWriter::Flush() {
   ++stats_.flushes;
   if (status.ok()) {
     for (const auto& chunk : pending.chunks) {
-      if (!chunk.sealed) series_[chunk.series - 1].tail_ids.push_back(chunk.new_id);
+      if (!chunk.sealed) {
+        series_[chunk.series - 1].tail_ids.push_back(chunk.new_id);
+        series_[chunk.series - 1].tail_times_ids.push_back(chunk.times_id);
+      }
     }
     stats_.values_written += pending.value_count;
     stats_.events_written += events_flushed;
@@ -320,14 +328,53 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
               "INSERT INTO metric_chunks(series_id, first_ns, last_ns, count, sealed, data) "
               "VALUES(?, ?, ?, ?, ?, ?)"));
       TP_ASSIGN_OR_RETURN(SqliteStmt del, db_->Prepare("DELETE FROM metric_chunks WHERE id = ?"));
-      for (auto& chunk : pending.chunks) {
+      TP_ASSIGN_OR_RETURN(SqliteStmt ins_times,
+                          db_->Prepare("INSERT INTO metric_times(count, data) VALUES(?, ?)"));
+      // Series sampled at one tick carry identical timestamps (jittered ones cost bytes per
+      // value): chunks of this flush with identical timestamp vectors store them once, in a
+      // metric_times row they refer to. leader[i]: the first chunk with chunk i's timestamps.
+      const size_t k = pending.chunks.size();
+      std::vector<size_t> leader(k), sharers(k, 0);
+      std::unordered_map<uint64_t, std::vector<size_t>> leaders_by_hash;
+      for (size_t i = 0; i < k; ++i) {
+        leader[i] = i;
+        const std::vector<int64_t>& ts = pending.chunks[i].ts_ns;
+        if (ts.empty() || ts.size() > kMaxMetricChunkValues) continue;
+        uint64_t h = ts.size();
+        for (int64_t t : ts) h = (h ^ static_cast<uint64_t>(t)) * 0x100000001b3ULL + (h >> 29);
+        std::vector<size_t>& leaders = leaders_by_hash[h];
+        for (size_t j : leaders) {
+          if (pending.chunks[j].ts_ns == ts) {
+            leader[i] = j;
+            break;
+          }
+        }
+        if (leader[i] == i) leaders.push_back(i);
+        ++sharers[leader[i]];
+      }
+      std::unordered_map<int64_t, int64_t> ref_delta;
+      for (size_t i = 0; i < k; ++i) {
+        auto& chunk = pending.chunks[i];
+        chunk.times_id = 0;
+        if (sharers[leader[i]] >= 2) {
+          if (leader[i] == i) {
+            std::string times = EncodeMetricTimes(chunk.ts_ns, options_.zstd_level);
+            TP_RETURN_IF_ERROR(ins_times.Bind(1, static_cast<int64_t>(chunk.ts_ns.size()))
+                                   .BindBlob(2, times)
+                                   .Run());
+            chunk.times_id = db_->LastInsertRowId();
+          } else {
+            chunk.times_id = pending.chunks[leader[i]].times_id;
+          }
+          ++ref_delta[chunk.times_id];
+        }
         const std::span<const int64_t> all_ts(chunk.ts_ns);
         const std::span<const double> all_values(chunk.values);
         for (size_t begin = 0; begin < all_ts.size(); begin += kMaxMetricChunkValues) {
           const size_t n = std::min(kMaxMetricChunkValues, all_ts.size() - begin);
           const auto ts = all_ts.subspan(begin, n);
-          std::string blob =
-              EncodeMetricChunk(ts, all_values.subspan(begin, n), options_.zstd_level);
+          std::string blob = EncodeMetricChunk(ts, all_values.subspan(begin, n),
+                                               options_.zstd_level, chunk.times_id);
           auto [min_it, max_it] = std::minmax_element(ts.begin(), ts.end());
           TP_RETURN_IF_ERROR(ins.Bind(1, static_cast<int64_t>(chunk.series))
                                  .Bind(2, *min_it)
@@ -339,7 +386,20 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
           chunk.new_id = db_->LastInsertRowId();
         }
         for (int64_t id : chunk.delete_ids) TP_RETURN_IF_ERROR(del.Bind(1, id).Run());
+        for (int64_t id : chunk.delete_times_ids) {
+          if (id > 0) --ref_delta[id];
+        }
       }
+      // A timestamp column no chunk refers to any more goes with its last tail.
+      TP_ASSIGN_OR_RETURN(SqliteStmt del_times,
+                          db_->Prepare("DELETE FROM metric_times WHERE id = ?"));
+      for (const auto& [id, delta] : ref_delta) {
+        auto it = times_refs_.find(id);
+        if ((it == times_refs_.end() ? 0 : it->second) + delta <= 0) {
+          TP_RETURN_IF_ERROR(del_times.Bind(1, id).Run());
+        }
+      }
+      times_ref_delta_ = std::move(ref_delta);
     }
     if (!pending.new_strings.empty()) {
       TP_ASSIGN_OR_RETURN(SqliteStmt ins,
@@ -429,8 +489,15 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
     }
     return OkStatus();
   };
+  times_ref_delta_.clear();
   Status status = body();
   if (status.ok()) status = db_->Exec("COMMIT");
+  if (status.ok()) {
+    for (const auto& [id, delta] : times_ref_delta_) {
+      if ((times_refs_[id] += delta) <= 0) times_refs_.erase(id);
+    }
+  }
+  times_ref_delta_.clear();
   if (!status.ok()) {
     // The strings inserted in the rolled-back transaction are gone too; they stay interned and
     // go in with the next flush (persisted_strings_ is not advanced).

@@ -100,8 +100,9 @@ class NodeStoreWriter {
   struct SeriesBuffer {
     std::vector<int64_t> ts_ns;  // values since the last sealed chunk
     std::vector<double> values;
-    size_t flushed = 0;             // how many of them are already in tail chunks
-    std::vector<int64_t> tail_ids;  // rowids of those tail chunks
+    size_t flushed = 0;                   // how many of them are already in tail chunks
+    std::vector<int64_t> tail_ids;        // rowids of those tail chunks
+    std::vector<int64_t> tail_times_ids;  // their metric_times rows (0: timestamps inline)
   };
   struct Pending;  // what one flush takes out of the buffers
 
@@ -135,6 +136,10 @@ class NodeStoreWriter {
   EventColumns spare_events_;  // the last flush's columns, emptied, capacity kept
   std::vector<uint32_t> order_;
   std::string raw_chunk_, blob_;
+  // metric_times row -> chunks written by this writer that refer to it; a row is deleted with
+  // the last tail chunk referring to it (sealed chunks are never deleted).
+  std::unordered_map<int64_t, int64_t> times_refs_;
+  std::unordered_map<int64_t, int64_t> times_ref_delta_;  // this transaction's changes to it
   ZstdCompressor zstd_;
   bool closed_ = false;
   std::atomic<bool> sealing_all_{false};  // set by Close() for its final flush

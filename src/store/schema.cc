@@ -22,6 +22,8 @@ Status CreateSchema(SqliteDb& db) {
       data BLOB NOT NULL);
     CREATE INDEX IF NOT EXISTS metric_chunks_by_series_time
       ON metric_chunks(series_id, last_ns);
+    CREATE TABLE IF NOT EXISTS metric_times(
+      id INTEGER PRIMARY KEY, count INTEGER NOT NULL, data BLOB NOT NULL);
     CREATE TABLE IF NOT EXISTS event_chunks(
       id INTEGER PRIMARY KEY, first_start_ns INTEGER NOT NULL, last_start_ns INTEGER NOT NULL,
       max_end_ns INTEGER NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL);

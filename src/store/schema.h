@@ -7,7 +7,9 @@
 namespace trainprof::store {
 
 // Bump on any incompatible change; readers refuse a newer version with a clear message.
-inline constexpr int kStoreFormatVersion = 1;
+// 2: metric chunks may share one timestamp column (metric_times); chunks may be stored raw.
+// Version 1 stores are read as before, and a writer appending to one marks it 2.
+inline constexpr int kStoreFormatVersion = 2;
 
 // File name of a node's store inside <run>/nodes/<node>/.
 inline constexpr const char* kStoreFileName = "store.sqlite";
