@@ -507,17 +507,22 @@ def _flush_at_multiprocessing_exit() -> None:
 class _ImportWatcher:
     """A meta path finder that finds nothing itself: it runs callbacks right after the modules
     it watches finish executing (their first import), e.g. to instrument torch once imported.
-    It leaves sys.meta_path when it has nothing left to watch."""
+    It leaves sys.meta_path when it has nothing left to watch. A lookup without an import
+    (importlib.util.find_spec("tensorflow"), as libraries probing for a framework do) leaves
+    the callbacks waiting for the real import."""
 
     def __init__(self):
         self.callbacks: dict = {}
 
-    def find_spec(self, fullname, path, target=None):
+    def _take(self, fullname):
         callbacks = self.callbacks.pop(fullname, None)
-        if callbacks is None:
-            return None
         if not self.callbacks and self in sys.meta_path:
             sys.meta_path.remove(self)
+        return callbacks or ()
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.callbacks:
+            return None
         spec = None
         for finder in list(sys.meta_path):
             if finder is self or not hasattr(finder, "find_spec"):
@@ -527,12 +532,13 @@ class _ImportWatcher:
                 break
         loader = getattr(spec, "loader", None)
         if loader is None or isinstance(loader, type) or not hasattr(loader, "exec_module"):
+            self._take(fullname)
             return spec  # a built-in or frozen module: nothing of ours to wrap
         orig_exec = loader.exec_module
 
         def exec_module(module):
             orig_exec(module)
-            for callback in callbacks:
+            for callback in self._take(fullname):
                 try:
                     callback(module)
                 except Exception as exc:  # noqa: BLE001

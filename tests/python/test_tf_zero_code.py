@@ -26,8 +26,10 @@ DETAIL = (17, 18)  # --detail-steps: two steps of the custom loop (fit makes ste
 EXIT_STATUS = 3  # the script's own exit status
 
 JOB = r'''
-import json, os, sys, time
+import importlib.util, json, os, sys, time
 os.environ["KERAS_BACKEND"] = "tensorflow"
+# libraries look for TensorFlow before importing it (transformers, keras): the hook still waits
+assert importlib.util.find_spec("tensorflow") is not None
 import numpy as np
 import tensorflow as tf
 import keras
