@@ -21,6 +21,7 @@ from trainprof._recorder import S, _perf, warn_once
 
 MARKER = "trainprof::clock_sync"
 MAX_FUNCTIONS = 500  # cProfile rows stored (by cumulative time)
+MAX_CALLERS = 10  # caller edges stored per function (by cumulative time)
 
 
 def parse_range(text: str | None) -> tuple[int, int] | None:
@@ -357,19 +358,40 @@ class PythonDetail(_Ranged):
         R.annotate(**{_range_key("python", self.lo, self.hi): info})
 
 
+def called_by(callers: dict) -> list[dict]:
+    """cProfile's callers of one function, {(file, line, func): (nc, cc, tt, ct)} -- calls
+    first, unlike the function's own (cc, nc, ...) tuple, as pstats' print_callers reads it --
+    with the time the function spent when called from there, as the MAX_CALLERS edges with
+    the most cumulative time (then calls, then name), the shape the smdebug importer stores."""
+    edges = []
+    for (filename, line, func), v in callers.items():
+        if isinstance(v, tuple) and len(v) >= 4:
+            nc, cc, tt, ct = v[:4]
+        else:  # the pure-Python `profile` module keeps a call count only
+            cc = nc = int(v)
+            tt = ct = 0.0
+        edges.append({"function": func, "file": filename, "line": line, "calls": nc,
+                      "primitive_calls": cc, "total_ns": int(tt * 1e9),
+                      "cumulative_ns": int(ct * 1e9)})
+    edges.sort(key=lambda e: (-e["cumulative_ns"], -e["calls"], e["file"], e["line"],
+                              e["function"]))
+    return edges[:MAX_CALLERS]
+
+
 def store_pstats(prof, lo: int, hi: int) -> int:
     import pstats
 
     stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, ct, callers)}
     rows = sorted(stats.items(), key=lambda kv: kv[1][3], reverse=True)[:MAX_FUNCTIONS]
     now = _perf()
-    for (filename, line, func), (cc, nc, tt, ct, _callers) in rows:
+    for (filename, line, func), (cc, nc, tt, ct, callers) in rows:
         R.record_instant(f"{func} ({filename}:{line})", "python_function", ts=now, step=hi,
                          mode="train",
                          args=json.dumps({"function": func, "file": filename, "line": line,
                                           "calls": nc, "primitive_calls": cc,
                                           "total_ns": int(tt * 1e9), "cumulative_ns": int(ct * 1e9),
-                                          "steps": f"{lo}-{hi}"}))
+                                          "steps": f"{lo}-{hi}", "callers": len(callers),
+                                          "called_by": called_by(callers)}))
     return len(rows)
 
 
@@ -441,7 +463,8 @@ def install_from_env(framework: str = "torch") -> None:
         import atexit
 
         atexit.register(close_open, "exit")
-        R.before_stop.append(close_open)
+        if close_open not in R.before_stop:
+            R.before_stop.append(close_open)
     detail = TfDetail if framework == "tensorflow" else TorchDetail
     have = {type(getattr(h, "__self__", None)) for h in S.step_hooks}
     op_range = parse_range(os.environ.get("TRAINPROF_DETAIL_STEPS"))
@@ -451,6 +474,15 @@ def install_from_env(framework: str = "torch") -> None:
             S.step_hooks.append(detail(*op_range).hook)
         if op_window:
             S.step_hooks.append(detail(window=op_window).hook)
+    install_python_profile_from_env()
+
+
+def install_python_profile_from_env() -> None:
+    """The cProfile ranges the environment asks for (TRAINPROF_PYTHON_PROFILE[_TIME]), once per
+    process. cProfile needs no framework: trainprof.start() calls this too, so that a job whose
+    steps are `trainprof.step()` blocks, without PyTorch or TensorFlow, is profiled as well; a
+    range still open when the job ends is stored by the recorder's before-stop hook."""
+    have = {type(getattr(h, "__self__", None)) for h in S.step_hooks}
     py_range = parse_range(os.environ.get("TRAINPROF_PYTHON_PROFILE"))
     py_window = parse_window(os.environ.get("TRAINPROF_PYTHON_PROFILE_TIME"))
     if (py_range or py_window) and PythonDetail not in have:
@@ -458,3 +490,5 @@ def install_from_env(framework: str = "torch") -> None:
             S.step_hooks.append(PythonDetail(*py_range).hook)
         if py_window:
             S.step_hooks.append(PythonDetail(window=py_window).hook)
+        if close_open not in R.before_stop:
+            R.before_stop.append(close_open)

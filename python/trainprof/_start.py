@@ -15,8 +15,9 @@ def start(out: str | None = None, node: str | None = None, name: str = "", auto:
                       system_metrics=system_metrics, system_interval_s=system_interval_s,
                       gpus=gpus)
     if run_dir is not None and auto:
-        from trainprof import _auto
+        from trainprof import _auto, _detail
 
+        _detail.install_python_profile_from_env()
         _auto.install_when_imported()
     return run_dir
 

@@ -14,8 +14,8 @@ import pytest
 from conftest import REPO, trainprof_command
 
 ARTIFACTS = REPO / "tests" / "artifacts"
-SECTIONS = ["summary", "phases", "system", "training", "operators", "data-loader", "rules",
-            "cost", "data-quality"]
+SECTIONS = ["summary", "phases", "system", "training", "operators", "python", "data-loader",
+            "rules", "cost", "data-quality"]
 
 
 def _synthetic_run_tool() -> str:
@@ -108,6 +108,10 @@ def test_report_renders_in_chromium(report_html, browser):
     assert "<script>alert(\"op\")</script>" in body
     assert "--tag=<script>alert('cmd')</script>" in body
     assert "Custom<script>alert('rule')</script>" in body
+    # The planted cProfile profile (synthetic_run.cc): recursive calls as pstats writes them.
+    python = browser.find_element(By.ID, "python").text
+    assert "Steps 40-42" in python and "300/30" in python
+    assert "<script>alert(\"py\")</script>" in python
 
     # Hovering a time series shows values (dygraphs' legend follows the mouse).
     from selenium.webdriver import ActionChains

@@ -1,5 +1,6 @@
 #include "importers/smdebug/python_stats_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -266,7 +267,51 @@ StatusOr<std::vector<PythonFunctionStats>> DecodePythonStats(std::string_view by
       return InvalidArgument(which + "value is not (calls, calls, seconds, seconds, callers)");
     }
     if (value.items.size() >= 5 && r.at(value.items[4]).kind == Kind::kDict) {
-      f.callers = static_cast<int64_t>(r.at(value.items[4]).items.size() / 2);
+      const Obj& callers = r.at(value.items[4]);
+      f.callers = static_cast<int64_t>(callers.items.size() / 2);
+      for (size_t c = 0; c + 1 < callers.items.size(); c += 2) {
+        const Obj& ck = r.at(callers.items[c]);
+        const Obj& cv = r.at(callers.items[c + 1]);
+        PythonCallerStats e;
+        if (ck.kind != Kind::kTuple || ck.items.size() != 3 ||
+            r.at(ck.items[0]).kind != Kind::kString || !AsInt(r.at(ck.items[1]), &e.line) ||
+            r.at(ck.items[2]).kind != Kind::kString) {
+          return InvalidArgument(which + "caller " + std::to_string(c / 2) +
+                                 ": key is not (file, line, function)");
+        }
+        e.file = r.at(ck.items[0]).s;
+        e.function = r.at(ck.items[2]).s;
+        if (cv.kind == Kind::kTuple && cv.items.size() >= 4) {
+          // (calls, primitive calls, ...): the reverse of the function's own tuple, as
+          // cProfile writes an edge and pstats' print_callers reads it.
+          if (!AsInt(r.at(cv.items[0]), &e.calls) ||
+              !AsInt(r.at(cv.items[1]), &e.primitive_calls) ||
+              !AsSeconds(r.at(cv.items[2]), &e.total_s) ||
+              !AsSeconds(r.at(cv.items[3]), &e.cumulative_s)) {
+            return InvalidArgument(which + "caller " + std::to_string(c / 2) +
+                                   ": value is not (calls, calls, seconds, seconds)");
+          }
+        } else if (AsInt(cv, &e.calls)) {  // the pure-Python `profile` module: a count only
+          e.primitive_calls = e.calls;
+        } else {
+          return InvalidArgument(which + "caller " + std::to_string(c / 2) +
+                                 ": value is neither (calls, calls, seconds, seconds) nor a count");
+        }
+        f.called_by.push_back(std::move(e));
+      }
+      // As _detail.py: int(seconds * 1e9) decides the order, so both sides sort alike.
+      auto order_ns = [](const PythonCallerStats& e) {
+        return static_cast<int64_t>(e.cumulative_s * 1e9);
+      };
+      std::sort(f.called_by.begin(), f.called_by.end(),
+                [&](const PythonCallerStats& a, const PythonCallerStats& b) {
+                  if (order_ns(a) != order_ns(b)) return order_ns(a) > order_ns(b);
+                  if (a.calls != b.calls) return a.calls > b.calls;
+                  if (a.file != b.file) return a.file < b.file;
+                  if (a.line != b.line) return a.line < b.line;
+                  return a.function < b.function;
+                });
+      if (f.called_by.size() > kMaxPythonCallers) f.called_by.resize(kMaxPythonCallers);
     }
     out.push_back(std::move(f));
   }

@@ -19,6 +19,22 @@
 
 namespace trainprof::importers::smdebug {
 
+// One caller of a function: cProfile keeps, per calling function, the calls from it and the
+// time the function spent when called from it.
+struct PythonCallerStats {
+  std::string file;
+  int64_t line = 0;
+  std::string function;
+  int64_t primitive_calls = 0;
+  int64_t calls = 0;
+  double total_s = 0;
+  double cumulative_s = 0;
+};
+
+// Caller edges kept per function (the most cumulative time first), as trainprof's own
+// --python-profile keeps them (python/trainprof/_detail.py MAX_CALLERS).
+inline constexpr size_t kMaxPythonCallers = 10;
+
 struct PythonFunctionStats {
   std::string file;
   int64_t line = 0;
@@ -28,6 +44,9 @@ struct PythonFunctionStats {
   double total_s = 0;           // own time ("tottime")
   double cumulative_s = 0;      // with callees ("cumtime")
   int64_t callers = 0;          // distinct calling functions
+  // The kMaxPythonCallers callers with the most cumulative time (then calls, then file, line,
+  // function): the order python/trainprof/_detail.py called_by() gives.
+  std::vector<PythonCallerStats> called_by;
 };
 
 // Every function of the dump, in the dump's order.

@@ -38,6 +38,33 @@ TEST(PythonStatsReaderTest, DecodesSageMakersDump) {
   EXPECT_EQ(f.total_s, 8e-06);
   EXPECT_EQ(f.cumulative_s, 8e-06);
   EXPECT_EQ(f.callers, 3);
+  // Its callers: {(file, line, function): (calls, primitive calls, own s, cumulative s)}, the
+  // most cumulative time first, then calls, then file.
+  const std::string site = "/usr/local/lib/python3.7/site-packages/";
+  ASSERT_EQ(f.called_by.size(), 3u);
+  EXPECT_EQ(f.called_by[0].function, "_packed_nest_with_indices");
+  EXPECT_EQ(f.called_by[0].file, site + "tensorflow/python/util/nest.py");
+  EXPECT_EQ(f.called_by[0].line, 444);
+  EXPECT_EQ(f.called_by[0].calls, 4);
+  EXPECT_EQ(f.called_by[0].cumulative_s, 4e-06);
+  EXPECT_EQ(f.called_by[1].function, "_median");
+  EXPECT_EQ(f.called_by[1].file, site + "numpy/lib/function_base.py");
+  EXPECT_EQ(f.called_by[2].function, "_call_flat");
+  EXPECT_EQ(f.called_by[2].total_s, 2e-06);
+  // A recursive edge: (3, 2, ...) is 3 calls, 2 of them primitive (the function's own tuple
+  // has them the other way round: (2, 3, ...)).
+  const PythonFunctionStats* lambda = nullptr;
+  for (const auto& g : *r) {
+    if (g.function == "<lambda>" && g.line == 108) lambda = &g;
+  }
+  ASSERT_NE(lambda, nullptr);
+  EXPECT_EQ(lambda->calls, 3);
+  EXPECT_EQ(lambda->primitive_calls, 2);
+  ASSERT_EQ(lambda->called_by.size(), 1u);
+  EXPECT_EQ(lambda->called_by[0].function, "_make_input_signature_hashable");
+  EXPECT_EQ(lambda->called_by[0].calls, 3);
+  EXPECT_EQ(lambda->called_by[0].primitive_calls, 2);
+  EXPECT_EQ(lambda->called_by[0].cumulative_s, 0.000122);
 }
 
 TEST(PythonStatsReaderTest, EveryTruncationIsAnErrorNeverACrash) {
@@ -69,6 +96,15 @@ TEST(PythonStatsReaderTest, BadInputGetsAClearError) {
   EXPECT_NE(Error(deep).find("nesting deeper than 8"), std::string::npos);
   // A dict entry of the wrong shape names the entry.
   EXPECT_NE(Error("{NN0").find("entry 0: key is not (file, line, function)"), std::string::npos);
+  // A caller of the wrong shape names the entry and the caller:
+  // {("f", 1, "g"): (1, 1, 0, 0, {None: None})}.
+  std::string bad_caller = "{)\x03" + std::string("u\x01\0\0\0f", 6) +
+                           std::string("i\x01\0\0\0", 5) + std::string("u\x01\0\0\0g", 6) +
+                           ")\x05" + std::string("i\x01\0\0\0i\x01\0\0\0i\0\0\0\0i\0\0\0\0", 20) +
+                           "{NN00";
+  EXPECT_NE(Error(bad_caller).find("entry 0: caller 0: key is not (file, line, function)"),
+            std::string::npos)
+      << Error(bad_caller);
 }
 
 TEST(PythonStatsReaderTest, MarshalVariantsOfOneEntry) {
