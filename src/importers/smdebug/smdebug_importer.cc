@@ -467,6 +467,17 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
                              {"total_ns", static_cast<int64_t>(f.total_s * 1e9)},
                              {"cumulative_ns", static_cast<int64_t>(f.cumulative_s * 1e9)},
                              {"callers", f.callers}};
+        nlohmann::json called_by = nlohmann::json::array();
+        for (const PythonCallerStats& c : f.called_by) {
+          called_by.push_back({{"function", c.function},
+                               {"file", c.file},
+                               {"line", c.line},
+                               {"calls", c.calls},
+                               {"primitive_calls", c.primitive_calls},
+                               {"total_ns", static_cast<int64_t>(c.total_s * 1e9)},
+                               {"cumulative_ns", static_cast<int64_t>(c.cumulative_s * 1e9)}});
+        }
+        fa["called_by"] = std::move(called_by);
         if (!steps.empty()) fa["steps"] = steps;
         fe.args = DumpJson(fa);
         w->AppendEvent(std::move(fe));
