@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "trainprof/version.h"
 
 namespace trainprof::cli {
@@ -52,6 +53,7 @@ int Main(const std::vector<std::string>& args) {
                "trainprof"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("trainprof ") + kVersion);
+  AddQuietFlag(&app);
   app.footer("Run 'trainprof <command> --help' for a command's options.");
 
   CommandAction action;

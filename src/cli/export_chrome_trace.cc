@@ -22,6 +22,7 @@
 // ExportFile, gzip when the name ends in .gz).
 
 #include <cmath>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,7 @@
 #include "base/json_dump.h"
 #include "cli/commands.h"
 #include "cli/export_writer.h"
+#include "cli/progress.h"
 #include "importers/kineto/kineto_importer.h"
 #include "model/event.h"
 #include "model/finding.h"
@@ -181,7 +183,9 @@ Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostrea
   if (options.out.empty()) return InvalidArgument("export chrome-trace needs --out FILE");
   TP_ASSIGN_OR_RETURN(auto reader, store::RunReader::Open(options.run));
   const bool gzip = EndsWith(options.out, ".gz");
-  TP_ASSIGN_OR_RETURN(auto file, ExportFile::Create(options.out, gzip));
+  // Bytes written (the JSON text), by stage; reading a stage's table shows as its name alone.
+  TerminalProgress progress({.label = "export chrome-trace"});
+  TP_ASSIGN_OR_RETURN(auto file, ExportFile::Create(options.out, gzip, &progress));
   const model::RunMetadata& meta = reader->metadata();
 
   {
@@ -202,6 +206,7 @@ Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostrea
 
   // Framework events: one process per (node, rank, pid), one thread per tid.
   {
+    progress.SetStage("events");
     TP_ASSIGN_OR_RETURN(auto t, reader->Events({}));
     TP_ASSIGN_OR_RETURN(auto node_meta, reader->NodeMeta());
     static const std::set<std::string> kTaken = {"node", "step", "mode", "rank"};
@@ -331,6 +336,7 @@ Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostrea
 
   // System metrics: counter tracks named "<metric> <device>" in a process per node.
   {
+    progress.SetStage("metrics");
     TP_ASSIGN_OR_RETURN(auto t, reader->SystemMetrics({}));
     std::vector<std::string> track_names(t.metrics.values().size() * t.devices.values().size());
     for (size_t i = 0; i < t.size(); ++i) {
@@ -364,6 +370,7 @@ Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostrea
 
   // Findings: their own process, one thread per node.
   {
+    progress.SetStage("findings");
     TP_ASSIGN_OR_RETURN(auto findings, reader->Findings());
     std::map<std::string, int64_t> node_threads;
     for (const auto& x : findings) {
@@ -413,6 +420,11 @@ Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostrea
 
   file->Write("\n]}\n");
   TP_RETURN_IF_ERROR(file->Close());
+  progress.Finish();
+  if (Quiet()) {
+    for (const std::string& p : reader->problems()) std::cerr << "warning: " << p << "\n";
+    return OkStatus();
+  }
   out << "wrote " << options.out << (gzip ? " (gzip)" : "") << ": " << spans << " spans, "
       << instants << " instants, " << flow_events << " flow events, " << counters
       << " counter samples, " << findings_written << " findings on " << w.processes()

@@ -1,6 +1,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/progress.h"
 #include "model/finding.h"
 #include "store/run_reader.h"
 
@@ -38,9 +40,14 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
   if (options.out_dir.empty()) return InvalidArgument("export csv needs --out DIR");
   TP_ASSIGN_OR_RETURN(auto reader, store::RunReader::Open(options.run));
   TP_RETURN_IF_ERROR(MakeDirs(options.out_dir));
+  // Rows written, by file (the stage); a file's rows count once it is written.
+  TerminalProgress progress({.label = "export csv", .bytes = false});
+  // The "wrote" lines are printed at the end, after the progress line is cleared.
+  std::ostringstream info;
 
   std::string path = JoinPath(options.out_dir, "system_metrics.csv");
   {
+    progress.SetStage("system_metrics.csv");
     TP_ASSIGN_OR_RETURN(auto t, reader->SystemMetrics({}));
     std::ofstream f(path);
     f << "node,metric,device,timestamp_ns,value\n";
@@ -50,10 +57,12 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
         << Double(t.value[i]) << '\n';
     }
     TP_RETURN_IF_ERROR(Check(f, path));
-    out << "wrote " << path << " (" << t.size() << " rows)\n";
+    progress.Advance(static_cast<int64_t>(t.size()));
+    info << "wrote " << path << " (" << t.size() << " rows)\n";
   }
   path = JoinPath(options.out_dir, "events.csv");
   {
+    progress.SetStage("events.csv");
     TP_ASSIGN_OR_RETURN(auto t, reader->Events({}));
     std::ofstream f(path);
     f << "node,rank,pid,tid,name,category,mode,step,kind,start_ns,duration_ns,args\n";
@@ -65,10 +74,12 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
         << ',' << t.duration_ns[i] << ',' << CsvCell(t.args[i]) << '\n';
     }
     TP_RETURN_IF_ERROR(Check(f, path));
-    out << "wrote " << path << " (" << t.size() << " rows)\n";
+    progress.Advance(static_cast<int64_t>(t.size()));
+    info << "wrote " << path << " (" << t.size() << " rows)\n";
   }
   path = JoinPath(options.out_dir, "steps.csv");
   {
+    progress.SetStage("steps.csv");
     TP_ASSIGN_OR_RETURN(auto t, reader->Steps());
     std::ofstream f(path);
     f << "node,rank,pid,step,mode,start_ns,duration_ns,data_wait_ns,forward_ns,backward_ns,"
@@ -80,10 +91,12 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
         << Int(t.backward_ns[i]) << ',' << Int(t.optimizer_ns[i]) << '\n';
     }
     TP_RETURN_IF_ERROR(Check(f, path));
-    out << "wrote " << path << " (" << t.size() << " rows)\n";
+    progress.Advance(static_cast<int64_t>(t.size()));
+    info << "wrote " << path << " (" << t.size() << " rows)\n";
   }
   path = JoinPath(options.out_dir, "findings.csv");
   {
+    progress.SetStage("findings.csv");
     TP_ASSIGN_OR_RETURN(auto findings, reader->Findings());
     std::ofstream f(path);
     f << "rule,severity,node,device,start_ns,end_ns,message,recommendation,evidence\n";
@@ -94,17 +107,21 @@ Status RunExportCsv(const ExportCsvOptions& options, std::ostream& out) {
         << '\n';
     }
     TP_RETURN_IF_ERROR(Check(f, path));
-    out << "wrote " << path << " (" << findings.size() << " rows)\n";
+    progress.Advance(static_cast<int64_t>(findings.size()));
+    info << "wrote " << path << " (" << findings.size() << " rows)\n";
   }
   path = JoinPath(options.out_dir, "data_quality.csv");
   {
+    progress.SetStage("data_quality.csv");
     TP_ASSIGN_OR_RETURN(auto counters, reader->Counters());
     std::ofstream f(path);
     f << "counter,value\n";
     for (const auto& [name, value] : counters) f << CsvCell(name) << ',' << value << '\n';
     TP_RETURN_IF_ERROR(Check(f, path));
-    out << "wrote " << path << " (" << counters.size() << " rows)\n";
+    info << "wrote " << path << " (" << counters.size() << " rows)\n";
   }
+  progress.Finish();
+  if (!Quiet()) out << info.str();
   return OkStatus();
 }
 
@@ -115,6 +132,7 @@ void AddExportCommand(CLI::App& app, CommandAction* action) {
   auto* csv = export_cmd->add_subcommand("csv", "CSV files: metrics, events, steps, findings");
   csv->add_option("run", opts->run, "Run directory")->required();
   csv->add_option("--out", opts->out_dir, "Output directory")->required();
+  AddQuietFlag(csv);
   csv->callback(
       [opts, action] { action->run = [opts] { return RunExportCsv(*opts, std::cout); }; });
   auto chrome_opts = std::make_shared<ExportChromeTraceOptions>();
@@ -125,6 +143,7 @@ void AddExportCommand(CLI::App& app, CommandAction* action) {
   chrome->add_option("run", chrome_opts->run, "Run directory")->required();
   chrome->add_option("--out", chrome_opts->out, "Output file (.json, or .json.gz for gzip)")
       ->required();
+  AddQuietFlag(chrome);
   chrome->callback([chrome_opts, action] {
     action->run = [chrome_opts] { return RunExportChromeTrace(*chrome_opts, std::cout); };
   });
@@ -133,6 +152,7 @@ void AddExportCommand(CLI::App& app, CommandAction* action) {
       "smdebug", "SageMaker Debugger profiler-output folder (system metrics, framework timelines)");
   smdebug->add_option("run", smdebug_opts->run, "Run directory")->required();
   smdebug->add_option("--out", smdebug_opts->out_dir, "Output directory")->required();
+  AddQuietFlag(smdebug);
   smdebug->callback([smdebug_opts, action] {
     action->run = [smdebug_opts] { return RunExportSmdebug(*smdebug_opts, std::cout); };
   });

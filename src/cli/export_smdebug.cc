@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -31,6 +32,7 @@
 #include "base/json_dump.h"
 #include "cli/commands.h"
 #include "cli/export_writer.h"
+#include "cli/progress.h"
 #include "model/event.h"
 #include "store/run_reader.h"
 
@@ -135,12 +137,18 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
     }
     return it->second;
   };
-  for (const auto& [node, name] : algo) out << "node " << node << " -> " << name << "\n";
+  if (!Quiet()) {
+    for (const auto& [node, name] : algo) out << "node " << node << " -> " << name << "\n";
+    out << std::flush;
+  }
+  // Bytes written over all files, by stage.
+  TerminalProgress progress({.label = "export smdebug"});
 
   // System metrics: one JSON-lines file per (algo-N, minute).
   int64_t samples = 0, system_files = 0;
   std::map<std::string, int64_t> skipped;  // "metric device-kind" -> samples
   {
+    progress.SetStage("metrics");
     TP_ASSIGN_OR_RETURN(auto t, reader->SystemMetrics({}));
     std::map<std::pair<std::string, int64_t>, std::vector<size_t>> files;
     std::vector<const SmdebugMetric*> series_map(t.metrics.values().size() *
@@ -175,7 +183,7 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
           JoinPath(JoinPath(options.out_dir, "system/incremental"), HourDir(minute_ns));
       TP_RETURN_IF_ERROR(MakeDirs(dir));
       std::string path = JoinPath(dir, std::to_string(minute * 60) + "." + node + ".json");
-      TP_ASSIGN_OR_RETURN(auto f, ExportFile::Create(path, /*gzip=*/false));
+      TP_ASSIGN_OR_RETURN(auto f, ExportFile::Create(path, /*gzip=*/false, &progress));
       for (size_t i : rows) {
         size_t s = static_cast<size_t>(t.metric[i]) * t.devices.values().size() +
                    static_cast<size_t>(t.device[i]);
@@ -202,6 +210,7 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
   // Framework events: one model_timeline per (node, rank).
   int64_t events = 0, steps = 0, framework_files = 0;
   {
+    progress.SetStage("events");
     TP_ASSIGN_OR_RETURN(auto t, reader->Events({}));
     std::map<std::pair<std::string, int64_t>, std::vector<size_t>> groups;
     for (size_t i = 0; i < t.size(); ++i) {
@@ -225,7 +234,7 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
       std::string label = node + (rank == model::kMissing ? "" : "-" + std::to_string(rank));
       std::string path =
           JoinPath(dir, std::to_string(end_us) + "_" + label + "_model_timeline.json");
-      TP_ASSIGN_OR_RETURN(auto f, ExportFile::Create(path, /*gzip=*/false));
+      TP_ASSIGN_OR_RETURN(auto f, ExportFile::Create(path, /*gzip=*/false, &progress));
       std::string& head = f->buffer();
       head.append(
           "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"start_time_since_"
@@ -313,6 +322,11 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
     TP_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(options.out_dir, "training_job_end.ts"), text));
   }
 
+  progress.Finish();
+  if (Quiet()) {
+    for (const std::string& p : reader->problems()) std::cerr << "warning: " << p << "\n";
+    return OkStatus();
+  }
   out << "wrote " << options.out_dir << ": " << samples << " system metric samples in "
       << system_files << " files, " << events << " framework events (" << steps << " steps) in "
       << framework_files << " files" << (meta.end_ns ? ", training_job_end.ts" : "") << "\n";

@@ -47,8 +47,10 @@ size_t Utf8Length(std::string_view s, size_t i) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ExportFile>> ExportFile::Create(const std::string& path, bool gzip) {
+StatusOr<std::unique_ptr<ExportFile>> ExportFile::Create(const std::string& path, bool gzip,
+                                                         ProgressSink* progress) {
   std::unique_ptr<ExportFile> f(new ExportFile(path, gzip));
+  f->progress_ = progress;
   if (gzip) {
     f->handle_ = gzopen(path.c_str(), "wb6");
   } else {
@@ -81,6 +83,7 @@ void ExportFile::MaybeFlush() {
 
 void ExportFile::FlushBuffer() {
   if (buffer_.empty() || handle_ == nullptr) return;
+  ProgressAdvance(progress_, static_cast<int64_t>(buffer_.size()));
   if (error_.empty()) {
     if (gzip_) {
       int n = gzwrite(static_cast<gzFile>(handle_), buffer_.data(),

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/progress.h"
 #include "base/status.h"
 
 namespace trainprof::cli {
@@ -21,7 +22,9 @@ inline constexpr int kMaxExportArgsDepth = 256;
 class ExportFile {
  public:
   // Creates (truncates) `path`; gzip-compressed when `gzip`. The directory must exist.
-  static StatusOr<std::unique_ptr<ExportFile>> Create(const std::string& path, bool gzip);
+  // `progress` (optional) is advanced by the bytes written (before compression).
+  static StatusOr<std::unique_ptr<ExportFile>> Create(const std::string& path, bool gzip,
+                                                      ProgressSink* progress = nullptr);
   ~ExportFile();
   ExportFile(const ExportFile&) = delete;
   ExportFile& operator=(const ExportFile&) = delete;
@@ -43,6 +46,7 @@ class ExportFile {
   void* handle_ = nullptr;  // FILE* or gzFile
   std::string buffer_;
   std::string error_;
+  ProgressSink* progress_ = nullptr;
 };
 
 // Appends `text` as a JSON string literal (quotes included): ", \ and control characters

@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/progress.h"
 #include "cli/run_summary.h"
 #include "importers/horovod/horovod_importer.h"
 #include "importers/kineto/kineto_importer.h"
@@ -98,6 +99,8 @@ Status ImportIntoPlace(const ImportOptions& options,
 Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
   importers::kineto::KinetoImportOptions o;
   o.traces = options.sources;
+  TerminalProgress progress({.label = "import kineto"});
+  o.progress = &progress;
   importers::kineto::KinetoImportResult result;
   TP_RETURN_IF_ERROR(ImportIntoPlace(options, [&](const std::string& dir, const std::string& name) {
     o.out = dir;
@@ -105,6 +108,7 @@ Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
     TP_ASSIGN_OR_RETURN(result, importers::kineto::ImportKineto(o));
     return OkStatus();
   }));
+  progress.Finish();
   if (options.json) {
     nlohmann::json j;
     j["run"] = options.out;
@@ -136,6 +140,7 @@ Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
     out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
+  if (Quiet()) return OkStatus();
   std::vector<std::vector<std::string>> rows = {
       {"file", "node", "rank", "ts", "events", "steps", "flows", "samples", "problems"}};
   for (const auto& f : result.files) {
@@ -160,6 +165,8 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
   }
   importers::smdebug::SmdebugImportOptions o;
   o.dir = options.sources[0];
+  TerminalProgress progress({.label = "import smdebug"});
+  o.progress = &progress;
   importers::smdebug::SmdebugImportResult r;
   TP_RETURN_IF_ERROR(ImportIntoPlace(options, [&](const std::string& dir, const std::string& name) {
     o.out = dir;
@@ -167,6 +174,7 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
     TP_ASSIGN_OR_RETURN(r, importers::smdebug::ImportSmdebug(o));
     return OkStatus();
   }));
+  progress.Finish();
   nlohmann::json j = {{"run", options.out},
                       {"nodes", r.nodes},
                       {"system_files", r.system_files},
@@ -187,6 +195,11 @@ Status RunImportSmdebug(const ImportOptions& options, std::ostream& out) {
     out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
+  if (Quiet()) {
+    // Only what needs attention.
+    for (const auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
+    return OkStatus();
+  }
   out << "imported into " << options.out << ": " << r.system_samples << " system samples from "
       << r.system_files << " files, " << r.framework_events << " framework events from "
       << r.framework_files << " files (" << r.steps << " steps), " << r.tf_events
@@ -204,6 +217,8 @@ Status RunImportHorovod(const ImportOptions& options, std::ostream& out) {
   importers::horovod::HorovodImportOptions o;
   o.timelines = options.sources;
   if (options.base_time_us >= 0) o.base_time_ns = options.base_time_us * 1000;
+  TerminalProgress progress({.label = "import horovod"});
+  o.progress = &progress;
   importers::horovod::HorovodImportResult r;
   TP_RETURN_IF_ERROR(ImportIntoPlace(options, [&](const std::string& dir, const std::string& name) {
     o.out = dir;
@@ -211,12 +226,14 @@ Status RunImportHorovod(const ImportOptions& options, std::ostream& out) {
     TP_ASSIGN_OR_RETURN(r, importers::horovod::ImportHorovod(o));
     return OkStatus();
   }));
+  progress.Finish();
   if (options.json) {
     nlohmann::json j = {
         {"run", options.out}, {"spans", r.spans}, {"instants", r.instants}, {"nodes", r.nodes}};
     out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
+  if (Quiet()) return OkStatus();
   out << "imported " << r.spans << " spans and " << r.instants << " instants into " << options.out
       << "\n";
   return OkStatus();
@@ -233,6 +250,7 @@ void AddImportCommand(CLI::App& app, CommandAction* action) {
     sub->add_option("--out", opts->out, "Run directory to create")->required();
     sub->add_option("--name", opts->name, "Run name (default: the directory's name)");
     sub->add_flag("--json", opts->json, "Print the import summary as JSON");
+    AddQuietFlag(sub);
   };
   auto* kineto = import->add_subcommand(
       "kineto", "PyTorch profiler / Kineto traces (.json, .json.gz), one file per rank");

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/progress.h"
 #include "cli/report_providers.h"
 #include "report/write_reports.h"
 
@@ -25,11 +26,29 @@ Status RunReport(const ReportOptions& options, std::ostream& out) {
   w.json_path = options.json_path;
   w.pdf_path = options.pdf_path;
   UseAnalyses(&w.build);
+  // Stages only: the report reads the whole run, then the rules and the cost advisor run.
+  TerminalProgress progress({.label = "report", .bytes = false});
+  progress.SetStage("reading the run");
+  w.build.rules = [&progress, rules = std::move(w.build.rules)](store::RunReader& reader) {
+    progress.SetStage("rules");
+    auto section = rules(reader);
+    progress.SetStage("building");
+    return section;
+  };
+  w.build.cost = [&progress, cost = std::move(w.build.cost)](store::RunReader& reader,
+                                                             const report::Report& r) {
+    progress.SetStage("cost");
+    auto section = cost(reader, r);
+    progress.SetStage("writing");
+    return section;
+  };
   if (!w.pdf_path.empty() && w.html_path.empty()) {
     // The PDF is printed from an HTML file; keep it beside the PDF.
     w.html_path = w.pdf_path + ".html";
   }
   TP_ASSIGN_OR_RETURN(auto written, report::WriteReports(options.run, w));
+  progress.Finish();
+  if (Quiet()) return OkStatus();
   if (!written.html_path.empty()) {
     out << "wrote " << written.html_path << " ("
         << FormatBytes(static_cast<double>(written.html_bytes)) << ")\n";
@@ -49,6 +68,7 @@ void AddReportCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--out", opts->html_path, "HTML file to write (default <run>/report.html)");
   cmd->add_option("--json", opts->json_path, "JSON file to write (default <run>/report.json)");
   cmd->add_option("--pdf", opts->pdf_path, "PDF file to write (needs Debian's chromium)");
+  AddQuietFlag(cmd);
   cmd->footer("With no --out/--json/--pdf, writes report.html and report.json into the run.");
   cmd->callback([opts, action] { action->run = [opts] { return RunReport(*opts, std::cout); }; });
 }

@@ -47,6 +47,7 @@ StatusOr<size_t> ByteSource::ReadRaw(char* out, size_t capacity) {
   size_t n = std::fread(out, 1, capacity, file_);
   if (n == 0 && std::ferror(file_)) return Unavailable(path_ + ": read error");
   file_bytes_read_ += static_cast<int64_t>(n);
+  ProgressAdvance(progress_, static_cast<int64_t>(n));
   return n;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 #include "importers/common/gzip_inflater.h"
 
@@ -37,6 +38,8 @@ class ByteSource {
   const std::string& path() const { return path_; }
   // Bytes read from the file so far (compressed bytes for gzip).
   int64_t file_bytes_read() const { return file_bytes_read_; }
+  // Each read of the file advances `progress` by the bytes read from it (null: none).
+  void set_progress(ProgressSink* progress) { progress_ = progress; }
 
  private:
   ByteSource(std::string path, FILE* f);
@@ -50,6 +53,7 @@ class ByteSource {
   std::unique_ptr<GzipInflater> z_;
   std::vector<unsigned char> in_;
   int64_t file_bytes_read_ = 0;
+  ProgressSink* progress_ = nullptr;
 };
 
 // Reads the whole (decompressed) content; for small files such as config and metadata.

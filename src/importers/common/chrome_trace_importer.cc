@@ -212,6 +212,7 @@ StatusOr<ChromeImportStats> ImportChromeTrace(const std::string& path,
                                               const ChromeImportOptions& options,
                                               store::NodeStoreWriter* writer) {
   TP_ASSIGN_OR_RETURN(auto src, ByteSource::Open(path));
+  src->set_progress(options.progress);
   ChromeSink sink(options, writer);
   StreamOptions so;
   so.allow_unterminated_array = options.allow_unterminated;

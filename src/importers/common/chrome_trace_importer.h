@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "base/progress.h"
 #include "base/status.h"
 #include "store/node_store_writer.h"
 
@@ -32,6 +33,7 @@ struct ChromeImportOptions {
   // trace's own pid (a track number there) is used when INT64_MIN.
   int64_t pid = INT64_MIN;
   bool allow_unterminated = true;
+  ProgressSink* progress = nullptr;  // advanced by the file's bytes as they are read
 };
 
 struct ChromeImportStats {

@@ -13,6 +13,7 @@ StatusOr<HorovodImportResult> ImportHorovod(const HorovodImportOptions& options)
   TP_ASSIGN_OR_RETURN(auto builder,
                       RunBuilder::Create(options.out, options.name, "import horovod", command));
   HorovodImportResult result;
+  for (const std::string& path : options.timelines) ProgressAddFile(options.progress, path);
   for (const std::string& path : options.timelines) {
     model::NodeInfo node;
     node.node = store::SanitizeNodeName(FileStem(path));
@@ -20,6 +21,7 @@ StatusOr<HorovodImportResult> ImportHorovod(const HorovodImportOptions& options)
     ChromeImportOptions o;
     o.flavor = ChromeFlavor::kHorovod;
     o.base_time_ns = options.base_time_ns;
+    o.progress = options.progress;
     auto s = ImportChromeTrace(path, o, w);
     if (!s.ok()) {
       (void)builder->Finish();

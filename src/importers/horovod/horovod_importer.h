@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 
 namespace trainprof::importers::horovod {
@@ -22,6 +23,7 @@ struct HorovodImportOptions {
   std::string out;
   std::string name;
   std::optional<int64_t> base_time_ns;
+  ProgressSink* progress = nullptr;  // the timelines' bytes, as read
 };
 
 struct HorovodImportResult {

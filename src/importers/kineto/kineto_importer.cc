@@ -604,12 +604,14 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   run.flush_events = std::max<int64_t>(1, options.flush_events);
   KinetoImportResult result;
   Status failure;
+  for (const std::string& path : options.traces) ProgressAddFile(options.progress, path);
   for (const std::string& path : options.traces) {
     auto src = ByteSource::Open(path);
     if (!src.ok()) {
       failure = src.status();
       break;
     }
+    (*src)->set_progress(options.progress);
     FileImporter file(run, path, (*src)->gzip());
     StreamOptions stream_options;
     stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);

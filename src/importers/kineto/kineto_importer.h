@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 #include "model/event.h"
 
@@ -39,6 +40,7 @@ struct KinetoImportOptions {
   // The streamer's first read window (it grows for a larger element); tests make it tiny so
   // that events straddle every refill.
   size_t read_buffer_bytes = 1 << 20;
+  ProgressSink* progress = nullptr;  // the traces' file bytes, as read
 };
 
 struct KinetoFileSummary {

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 
 namespace trainprof::importers::smdebug {
@@ -37,6 +38,7 @@ struct SmdebugImportOptions {
   std::string dir;  // the profiler-output folder
   std::string out;
   std::string name;
+  ProgressSink* progress = nullptr;  // the folder's bytes, file by file
 };
 
 struct SmdebugImportResult {
