@@ -240,7 +240,9 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
     return p;
   };
 
+  for (const std::string& path : files) ProgressAddFile(options.progress, path);
   for (const std::string& path : files) {
+    ProgressFileScope file_progress(options.progress, path);
     std::string base = BaseName(path);
     std::smatch m;
     bool in_system =
