@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/files.h"
@@ -189,6 +190,16 @@ int main(int argc, char** argv) {
   const int64_t ticks = minutes * 60 * kNanosPerSecond / interval;
   const int64_t t0 = 1'767'225'600LL * kNanosPerSecond;  // 2026-01-01
   std::vector<Series> data = Generate(ticks);
+  // The time each tick was really read: a sampler wakes up to ~1 ms after its nominal tick (the
+  // recorder stamps all of a tick's samples with it, in ns), and so does SageMaker's, which
+  // stamps each metric type's lines of a tick with its own read time, in microseconds. Evenly
+  // spaced timestamps would understate what real timestamps cost (issue 16 item 3).
+  std::mt19937_64 jitter_rng(16);
+  std::vector<int64_t> tick_ns(static_cast<size_t>(ticks));
+  for (int64_t t = 0; t < ticks; ++t) {
+    tick_ns[static_cast<size_t>(t)] =
+        t0 + t * interval + static_cast<int64_t>(jitter_rng() % 900'000);
+  }
   int64_t total_values = 0;
   for (const auto& s : data) total_values += static_cast<int64_t>(s.values.size());
   std::printf("data: %d min at 100 ms, %zu series (32 cores, 8 GPUs, 2 NICs, 4 disks), %" PRId64
@@ -219,7 +230,7 @@ int main(int argc, char** argv) {
       for (const auto& s : data) ids.push_back((*writer)->Series(s.metric, s.device));
       int64_t start = MonotonicNowNs();
       for (int64_t t = 0; t < ticks; ++t) {
-        int64_t ts = t0 + t * interval;
+        int64_t ts = tick_ns[static_cast<size_t>(t)];
         for (size_t i = 0; i < data.size(); ++i) {
           (*writer)->Append(ids[i], ts, data[i].values[static_cast<size_t>(t)]);
         }
@@ -282,16 +293,27 @@ int main(int argc, char** argv) {
       if (!MakeDirs(hour_dir).ok()) return 1;
       std::ofstream f(JoinPath(hour_dir, std::to_string(minute_s) + ".algo-1.json"));
       for (int64_t t = minute * 600; t < std::min(sm_ticks, (minute + 1) * 600); ++t) {
-        double ts = static_cast<double>(t0 + t * interval) / 1e9;
+        // Each metric type's lines of a tick carry the time that type was read (in us), up to
+        // 300 us after the tick's own (SageMaker's rows: cpu .009090, memory .009163, network
+        // .013693 within one tick).
+        std::vector<std::pair<std::string, int64_t>> type_us;
         for (const auto& s : data) {
           if (s.smdebug_type.empty()) continue;
           char line[256];
+          auto it = std::find_if(type_us.begin(), type_us.end(),
+                                 [&](const auto& p) { return p.first == s.smdebug_type; });
+          if (it == type_us.end()) {
+            const int64_t us =
+                tick_ns[static_cast<size_t>(t)] / 1000 + static_cast<int64_t>(jitter_rng() % 300);
+            it = type_us.insert(type_us.end(), {s.smdebug_type, us});
+          }
           std::snprintf(line, sizeof line,
                         "{\"Type\": \"%s\", \"Name\": \"%s\", \"Dimension\": \"%s\", \"Value\": "
-                        "%.2f, \"NodeId\": \"algo-1\", \"Timestamp\": %.6f}\n",
+                        "%.2f, \"NodeId\": \"algo-1\", \"Timestamp\": %" PRId64 ".%06" PRId64 "}\n",
                         s.smdebug_type.c_str(), s.device == "total" ? "cpu" : s.device.c_str(),
                         s.smdebug_dimension.c_str(),
-                        s.values[static_cast<size_t>(t)] * s.smdebug_scale, ts);
+                        s.values[static_cast<size_t>(t)] * s.smdebug_scale, it->second / 1'000'000,
+                        it->second % 1'000'000);
           f << line;
           ++sm_values;
           sm_bytes += static_cast<int64_t>(std::strlen(line));

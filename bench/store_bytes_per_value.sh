@@ -2,7 +2,10 @@
 # Stored bytes per value of system metrics, recorded against imported from SageMaker Debugger
 # (issue 16, item 3): bench/store_bench writes one node's samples the way the recorder does and
 # the same samples in smdebug's JSON-lines format; `trainprof import smdebug` imports that copy.
-# Prints one line each and whether the target (<= 2 bytes/value) is met.
+# Both carry jittered timestamps as real ones do (each tick read up to 0.9 ms late, stamped in
+# ns by the recorder; in SageMaker's copy each metric type of a tick in us, up to 0.3 ms apart).
+# Prints one line each (whole store file bytes / values) and whether the target
+# (<= 2 bytes/value) is met.
 #
 #   bash bench/store_bytes_per_value.sh [OUT_DIR] [MINUTES]
 #   STORE_BENCH=path/to/store_bench TRAINPROF=path/to/trainprof bash bench/store_bytes_per_value.sh
