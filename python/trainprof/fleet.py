@@ -224,7 +224,10 @@ class Store:
             try:
                 self._s3.head_bucket(Bucket=bucket)
             except Exception as e:
-                raise _s3_error(url, e) from e
+                err = _s3_error(url, e)
+                if str(err) == f"{url}: not found":  # HEAD answers a bare 404
+                    err = FleetError(f"{url}: no such bucket")
+                raise err from e
 
     def write(self, url: str, data: bytes) -> None:
         if self._s3 is not None:
@@ -1469,6 +1472,7 @@ def fetch_main(argv: list[str]) -> int:
                 local.mkdir(parents=True, exist_ok=True)
                 (local / name).write_bytes(data)
         return 0
+    Store(url).check_bucket(url)  # missing, forbidden or unreachable: said before listing
     refs = find_runs([url])
     if a.one and (len(refs) != 1 or refs[0].location != url):
         some = ", ".join(r.location for r in refs[:3]) + (" ..." if len(refs) > 3 else "")

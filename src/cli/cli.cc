@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/progress.h"
+#include "cli/remote_run.h"
 #include "trainprof/version.h"
 
 namespace trainprof::cli {
@@ -58,6 +59,8 @@ int Main(const std::vector<std::string>& args) {
 
   CommandAction action;
   for (AddCommandFn add : kCommands) add(app, &action);
+  AcceptObjectStoreUrls(app);  // RUN and --out may be s3:// URLs (remote_run.h)
+  RemoteRuns remote;           // removes its temporary copies on every return below
   std::string planned_name;
   for (const Planned& p : kPlanned) {
     bool taken = false;
@@ -87,7 +90,9 @@ int Main(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   if (!action.run) return kExitUsage;
+  if (Status fetched = remote.Fetch(); !fetched.ok()) return ExitCode(fetched);
   Status status = action.run();
+  if (status.ok()) status = remote.Push();
   if (status.ok() && action.exit_code >= 0) return action.exit_code;
   return ExitCode(status);
 }

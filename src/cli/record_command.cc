@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "cli/custom_rules.h"
 #include "cli/live_rules.h"
+#include "cli/remote_run.h"
 #include "cli/report_providers.h"
 #include "serve/server.h"
 
@@ -174,7 +175,21 @@ void AddAgentCommand(CLI::App& app, CommandAction* action) {
       } else if (!rules_config->empty()) {
         return InvalidArgument("--rules-config needs --live-rules-every on the agent");
       }
-      return agent::RunAgent(*opts, std::cerr);
+      // --out s3://...: record locally, upload as it goes; the nodes of a job share the
+      // run (the first one's run.json is kept: fleet.py sync, TRAINPROF_SHARED_RUN).
+      std::shared_ptr<RunUpload> upload;
+      if (IsObjectStoreUrl(opts->out)) {
+        setenv("TRAINPROF_SHARED_RUN", "1", 1);
+        TP_ASSIGN_OR_RETURN(upload, StartRunUpload(opts->out));
+        if (Status st = FetchSharedRunJson(opts->out, upload->local); !st.ok()) {
+          std::cerr << "trainprof: warning: " << st.message() << " (recording into "
+                    << upload->local << ")\n";
+        }
+        opts->out = upload->local;
+      }
+      Status status = agent::RunAgent(*opts, std::cerr);
+      if (upload) FinishRunUpload(*upload, std::cerr);
+      return status;
     };
   });
 }
