@@ -391,7 +391,9 @@ _KERAS_FUNCTIONS = (("make_train_function", "train_function", "train"),
                     ("make_predict_function", "predict_function", "predict"))
 
 
-def _wrap_keras_function(fn, mode: str):
+def _wrap_keras_function(fn, mode: str, batches: int = 1):
+    args_json = '{"steps_per_execution":%d}' % batches if batches > 1 else None
+
     def function(*args, **kwargs):
         if not S.active or T.keras_depth or T.fn_depth:
             return fn(*args, **kwargs)
@@ -400,6 +402,8 @@ def _wrap_keras_function(fn, mode: str):
         opened = False
         try:
             opened = _open(t0, mode, use_wait=False)
+            if opened:
+                T.step_args = args_json
         except Exception as exc:  # noqa: BLE001
             warn_once("keras_step", f"Keras step instrumentation failed: {exc}")
         ok = False
@@ -427,7 +431,9 @@ def _wrap_make(orig, attr: str, mode: str):
         try:
             fn = getattr(self, attr, None)
             if fn is not None and not getattr(fn, "_trainprof", False):
-                wrapped = _wrap_keras_function(fn, mode)
+                # steps_per_execution batches per call (fixed when the model is compiled)
+                batches = getattr(self, "steps_per_execution", 1)
+                wrapped = _wrap_keras_function(fn, mode, batches if isinstance(batches, int) else 1)
                 setattr(self, attr, wrapped)
                 if out is fn:
                     out = wrapped

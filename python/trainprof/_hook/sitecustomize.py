@@ -1,7 +1,7 @@
 """trainprof's startup hook. `trainprof record` puts this directory first on PYTHONPATH, so
 every Python process of the job runs this at startup: it starts the recorder into
 $TRAINPROF_RUN_DIR (unless TRAINPROF_DISABLE=1) and, unless TRAINPROF_AUTO=0, instruments
-PyTorch when it is imported. Then it runs the sitecustomize this one shadows, if any.
+PyTorch and TensorFlow when the job imports them. Then it runs the sitecustomize this one shadows, if any.
 Nothing here may stop the user's program: every failure is a warning."""
 
 import os
