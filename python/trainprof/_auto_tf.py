@@ -361,7 +361,10 @@ def _patch_iterator(tf) -> None:
             return orig(self)
         except StopIteration:
             # the end of an epoch: not a batch wait of any step
-            R.record_span("data_wait", "data_wait", t0, _perf(), step=None, mode="")
+            try:
+                R.record_span("data_wait", "data_wait", t0, _perf(), step=None, mode="")
+            except Exception as exc:  # noqa: BLE001 - the job must still see StopIteration
+                warn_once("tf_data_wait", f"data-wait instrumentation failed: {exc}")
             t0 = None
             raise
         finally:
@@ -469,12 +472,12 @@ def _wrap_phase(orig, phase: str, position: int):
         try:
             return orig(self, *args, **kwargs)
         finally:
-            # a TrainprofCallback in the call records its own phases (and steps)
-            if not _has_trainprof_callback(args, kwargs, position):
-                try:
+            try:
+                # a TrainprofCallback in the call records its own phases (and steps)
+                if not _has_trainprof_callback(args, kwargs, position):
                     R.record_span(phase, "phase", t0, _perf(), step=None, mode="")
-                except Exception as exc:  # noqa: BLE001
-                    warn_once("keras_phase", f"Keras phase instrumentation failed: {exc}")
+            except Exception as exc:  # noqa: BLE001
+                warn_once("keras_phase", f"Keras phase instrumentation failed: {exc}")
 
     run._trainprof = True  # type: ignore[attr-defined]
     run.__wrapped__ = orig  # type: ignore[attr-defined]
