@@ -144,6 +144,8 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   if (!options.python_profile.empty() && !options.python_profile_time.empty()) {
     return InvalidArgument("--python-profile and --python-profile-time: choose one");
   }
+  TP_ASSIGN_OR_RETURN(PrometheusNaming prometheus_names,
+                      ParsePrometheusNames(options.prometheus_names));
   std::optional<ListenAddress> prometheus;
   if (!options.prometheus.empty()) {
     TP_ASSIGN_OR_RETURN(
@@ -174,6 +176,7 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   so.interval_ns = interval_ns;
   so.gpus = !options.no_gpu;
   so.prometheus = prometheus;
+  so.prometheus_names = prometheus_names;
   so.collector_factory = options.collector_factory;
   TP_ASSIGN_OR_RETURN(auto session, RecordingSession::Open(so, start_ns));
   if (!options.quiet) out << "trainprof: recording to " << run_dir << "\n" << std::flush;

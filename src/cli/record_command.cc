@@ -22,6 +22,9 @@ constexpr const char* kIntervalHelp =
     "Sampling interval: 100ms, 200ms, 500ms (default), 1s, 5s, 1min";
 constexpr const char* kPrometheusHelp =
     "Serve Prometheus /metrics on [HOST:]PORT (host 127.0.0.1 unless given; port 0 = any)";
+constexpr const char* kPrometheusNamesHelp =
+    "Names on /metrics: trainprof (default), dcgm (GPU series as dcgm-exporter's), "
+    "node_exporter (host series as node_exporter's), all, or a comma-separated list";
 
 }  // namespace
 
@@ -53,6 +56,7 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
                 "Allow --prometheus on a non-loopback address");
+  cmd->add_option("--prometheus-names", opts->prometheus_names, kPrometheusNamesHelp);
   auto serve_addr = std::make_shared<std::string>();
   cmd->add_option("--serve", *serve_addr,
                   "Serve the live dashboard of this run while it records, on HOST:PORT (e.g. "
@@ -149,6 +153,7 @@ void AddAgentCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
                 "Allow --prometheus on a non-loopback address");
+  cmd->add_option("--prometheus-names", opts->prometheus_names, kPrometheusNamesHelp);
   cmd->add_option("--duration", opts->duration_s, "Stop after this many seconds");
   auto rules_config = std::make_shared<std::string>();
   auto live_every_s = std::make_shared<double>(0.0);
