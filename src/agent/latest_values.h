@@ -22,7 +22,19 @@ struct LatestSnapshot {
   int64_t ticks = 0;
   std::vector<MetricValue> values;
   std::map<std::string, int64_t> counters;  // data-quality counters since the start
+  // Counters accumulated tick by tick from the rate and share series, so that Prometheus's
+  // rate() and increase() work on them (IntegratedCounterName): value x seconds since the
+  // series' previous fresh value, summed from the series' first value (which starts at 0).
+  // Keyed by (counter metric, device).
+  std::map<std::pair<std::string, std::string>, double> integrated;
 };
+
+// The counter a series is integrated into, "" for none: X_per_second -> X_total (bytes per
+// second -> bytes); the per-core CPU shares cpu_{utilization,idle,iowait}_ratio ->
+// cpu_{busy,idle,iowait}_seconds_total (a core's seconds in that state; not the node-wide
+// "total" device, a mean over cores); process_cpu_utilization_ratio (cores) ->
+// process_cpu_seconds_total.
+std::string IntegratedCounterName(const std::string& metric, const std::string& device);
 
 class LatestValues {
  public:
@@ -37,6 +49,8 @@ class LatestValues {
  private:
   mutable std::mutex mu_;
   LatestSnapshot snapshot_;
+  // Per integrated series, the tick of its previous fresh value.
+  std::map<std::pair<std::string, std::string>, int64_t> last_fresh_ns_;
 };
 
 }  // namespace trainprof::agent

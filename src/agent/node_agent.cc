@@ -30,6 +30,8 @@ bool ProcessExists(int pid) {
 Status RunAgent(const AgentOptions& options, std::ostream& out) {
   TP_ASSIGN_OR_RETURN(int64_t interval_ns, ParseInterval(options.interval));
   TP_ASSIGN_OR_RETURN(auto tags, ParseTags(options.tags));
+  TP_ASSIGN_OR_RETURN(PrometheusNaming prometheus_names,
+                      ParsePrometheusNames(options.prometheus_names));
   std::optional<ListenAddress> prometheus;
   if (!options.prometheus.empty()) {
     TP_ASSIGN_OR_RETURN(
@@ -75,6 +77,7 @@ Status RunAgent(const AgentOptions& options, std::ostream& out) {
   so.gpus = !options.no_gpu;
   so.cgroup_path = options.cgroup;
   so.prometheus = prometheus;
+  so.prometheus_names = prometheus_names;
   so.collector_factory = options.collector_factory;
   TP_ASSIGN_OR_RETURN(auto session, RecordingSession::Open(so, start_ns));
   TP_RETURN_IF_ERROR(session->StartSampling(options.pids));

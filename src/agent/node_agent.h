@@ -31,7 +31,8 @@ struct AgentOptions {
   bool no_gpu = false;
   std::string prometheus;
   bool prometheus_allow_remote = false;
-  double duration_s = 0;  // > 0: stop after this long
+  std::string prometheus_names = "trainprof";  // ParsePrometheusNames
+  double duration_s = 0;                       // > 0: stop after this long
   bool quiet = false;
   CollectorFactory collector_factory;  // tests; empty -> collect::BuildCollectors
   // Live work (rules) joined in by the CLI, as for `record` (record.h): `live_poll` runs on the

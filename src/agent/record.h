@@ -39,10 +39,11 @@ struct RecordOptions {
   bool no_gpu = false;
   std::string prometheus;  // "" -> no endpoint
   bool prometheus_allow_remote = false;
-  bool quiet = false;          // no start line and summary (tests)
-  bool no_auto = false;        // no automatic framework instrumentation in CMD
-  std::string detail_steps;    // "10-20": operator-level profiling for those steps
-  std::string python_profile;  // "10-12": cProfile for those steps
+  std::string prometheus_names = "trainprof";  // ParsePrometheusNames
+  bool quiet = false;                          // no start line and summary (tests)
+  bool no_auto = false;                        // no automatic framework instrumentation in CMD
+  std::string detail_steps;                    // "10-20": operator-level profiling for those steps
+  std::string python_profile;                  // "10-12": cProfile for those steps
   // START+SECONDS (seconds after the start, or a Unix time): the same over a time window.
   std::string detail_time;
   std::string python_profile_time;

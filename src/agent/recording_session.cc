@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
@@ -105,7 +107,22 @@ Status RecordingSession::StartSampling(const std::vector<int>& root_pids) {
 
   if (options_.prometheus) {
     TP_ASSIGN_OR_RETURN(prometheus_,
-                        PrometheusServer::Start(*options_.prometheus, &latest_, node_));
+                        PrometheusServer::Start(*options_.prometheus, &latest_, node_,
+                                                options_.prometheus_names, &step_metrics_));
+    step_thread_ = std::thread([this] {
+      StepWatcher watcher(options_.run_dir, node_.node, &step_metrics_);
+      std::unique_lock<std::mutex> lock(step_mu_);
+      while (!step_stop_) {
+        step_cv_.wait_for(lock, std::chrono::nanoseconds(options_.step_poll_ns),
+                          [this] { return step_stop_; });
+        if (step_stop_) break;
+        lock.unlock();
+        Status polled = watcher.Poll();
+        if (!polled.ok())
+          TP_LOG_ONCE(LogLevel::kWarning, "steps for /metrics: " + polled.message());
+        lock.lock();
+      }
+    });
   }
   SamplingOptions so;
   so.interval_ns = options_.interval_ns;
@@ -145,6 +162,14 @@ SessionResult RecordingSession::Finish(int64_t end_ns) {
   if (result_) return *result_;
   SessionResult result;
   if (prometheus_) prometheus_->Stop();
+  if (step_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(step_mu_);
+      step_stop_ = true;
+    }
+    step_cv_.notify_all();
+    step_thread_.join();
+  }
   if (loop_) {
     loop_->Stop();
     result.sampling = loop_->stats();

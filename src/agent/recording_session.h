@@ -6,12 +6,15 @@
 //
 // Lifecycle (owning thread): Open -> StartSampling(pids) -> ... -> Finish.
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/control_channel.h"
@@ -19,6 +22,7 @@
 #include "agent/phase_tracker.h"
 #include "agent/prometheus_exporter.h"
 #include "agent/sampling_loop.h"
+#include "agent/step_metrics.h"
 #include "agent/summary_stats.h"
 #include "collect/collector.h"
 #include "model/run_metadata.h"
@@ -40,6 +44,9 @@ struct SessionOptions {
   bool gpus = true;
   std::string cgroup_path;
   std::optional<ListenAddress> prometheus;
+  PrometheusNaming prometheus_names;
+  // With Prometheus: how often the steps the job stored are read for /metrics.
+  int64_t step_poll_ns = 1'000'000'000;
   std::string control_socket;          // "" -> <run>/nodes/<node>/control.sock
   CollectorFactory collector_factory;  // empty -> collect::BuildCollectors
 };
@@ -87,6 +94,12 @@ class RecordingSession {
   SummaryStats summary_;
   std::unique_ptr<SamplingLoop> loop_;
   std::unique_ptr<PrometheusServer> prometheus_;
+  StepMetrics step_metrics_;
+  // Reads the job's steps for /metrics while Prometheus is served (StepWatcher).
+  std::thread step_thread_;
+  std::mutex step_mu_;
+  std::condition_variable step_cv_;
+  bool step_stop_ = false;
   std::optional<SessionResult> result_;
 };
 
