@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -102,11 +103,16 @@ std::map<std::string, std::pair<int64_t, int64_t>> FilesUnder(const std::string&
   std::error_code ec;
   namespace fs = std::filesystem;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    struct stat st {};
-    if (lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    std::error_code e;
+    if (!it->is_regular_file(e) || it->is_symlink(e)) continue;
+    const auto size = it->file_size(e);
+    const auto mtime = it->last_write_time(e);
+    if (e) continue;
     out[it->path().lexically_relative(dir).generic_string()] = {
-        static_cast<int64_t>(st.st_size),
-        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+        static_cast<int64_t>(size),
+        static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::file_clock::to_sys(mtime).time_since_epoch())
+                                 .count())};
   }
   return out;
 }
@@ -217,7 +223,9 @@ class NameFilter {
     std::fflush(stderr);
     for (int fd : {1, 2}) {
       int p[2];
-      if (pipe2(p, O_CLOEXEC) != 0) continue;
+      if (pipe(p) != 0) continue;
+      fcntl(p[0], F_SETFD, FD_CLOEXEC);
+      fcntl(p[1], F_SETFD, FD_CLOEXEC);
       const int orig = fcntl(fd, F_DUPFD_CLOEXEC, 3);
       if (orig < 0 || dup2(p[1], fd) < 0) {
         close(p[0]);
