@@ -287,3 +287,53 @@ def test_unknown_naming_is_refused():
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "datadog" in proc.stderr and "node_exporter" in proc.stderr
+
+
+REPLAY_LIB = Path(__file__).resolve().parents[2] / "build" / "py" / "tests" / "nvml_replay" / \
+    "libnvml_replay.so"
+
+
+def test_dcgm_names_for_replayed_gpus(tmp_path):
+    """Two GPUs answered by the NVML replay library (tests/nvml_replay) from planted samples:
+    dcgm-exporter's names carry the planted values in its units."""
+    if not REPLAY_LIB.exists():
+        pytest.fail(f"{REPLAY_LIB} not built (scripts/setup.sh builds it with the tests)")
+
+    def dev(i: int, util: int) -> dict:
+        return {"name": "NVIDIA A100-SXM4-80GB", "uuid": f"GPU-planted-{i}",
+                "samples": [{"utilization": [util, util // 2], "memory": [40 * 2**30, 80 * 2**30],
+                             "power_mw": 250000 + i, "temperature_c": 61 + i}
+                            for _ in range(600)]}
+
+    replay = tmp_path / "two.json"
+    replay.write_text(json.dumps({"devices": [dev(0, 90), dev(1, 30)]}))
+    port = _free_port()
+    (tmp_path / "job.py").write_text(JOB)
+    env = dict(os.environ, TRAINPROF_NVML_LIBRARY=str(REPLAY_LIB),
+               TRAINPROF_NVML_REPLAY=str(replay))
+    proc = subprocess.Popen([*trainprof_command(), "record", "--out", str(tmp_path / "run"),
+                             "--interval", "100ms", "--prometheus", f"127.0.0.1:{port}",
+                             "--prometheus-names", "dcgm", "--", sys.executable,
+                             str(tmp_path / "job.py"), str(tmp_path / "truth.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        body = _wait_for(port, lambda b: "DCGM_FI_DEV_GPU_UTIL{" in b and "gpu=\"1\"" in b)
+        # Valid; the lint's only remarks are about dcgm-exporter's own choices (its label names
+        # modelName, UUID, Hostname are camelCase; its counters have no _total).
+        _promtool_ok(body, allowed_lint=r"^DCGM_FI_DEV_\w+ (label names should be written in "
+                                        r"'snake_case'|counter metrics should have \"_total\")")
+        m = _parse(body)
+        for gpu, util in (("0", 90), ("1", 30)):
+            labels = {"gpu": gpu, "UUID": f"GPU-planted-{gpu}", "device": f"nvidia{gpu}",
+                      "modelName": "NVIDIA A100-SXM4-80GB"}
+            assert _value(m, "DCGM_FI_DEV_GPU_UTIL", **labels) == util
+            assert _value(m, "DCGM_FI_DEV_MEM_COPY_UTIL", **labels) == util // 2
+            assert _value(m, "DCGM_FI_DEV_FB_USED", **labels) == 40 * 1024  # MiB
+            assert _value(m, "DCGM_FI_DEV_POWER_USAGE", **labels) == (250000 + int(gpu)) / 1000
+            assert _value(m, "DCGM_FI_DEV_GPU_TEMP", **labels) == 61 + int(gpu)
+        assert "trainprof_gpu_utilization_ratio" not in body
+        # No DCGM counterpart: kept under trainprof's name.
+        assert "trainprof_gpu_memory_total_bytes{" in body
+    finally:
+        (tmp_path / "truth.json.stop").write_text("")
+        proc.communicate(timeout=60)
