@@ -176,7 +176,8 @@ def _fn_args(fn) -> str:
 def _patch_function(tf) -> None:
     import importlib
 
-    pf = importlib.import_module("tensorflow.python.eager.polymorphic_function.polymorphic_function")
+    pf = importlib.import_module(
+        "tensorflow.python.eager.polymorphic_function.polymorphic_function")
     Function = pf.Function
     orig = Function.__call__
     if getattr(orig, "_trainprof", False):

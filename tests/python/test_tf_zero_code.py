@@ -9,6 +9,7 @@ TensorFlow's import takes seconds, so the job runs once for the whole module."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -154,7 +155,7 @@ def job(tmp_path_factory):
                            "--detail-steps", f"{DETAIL[0]}-{DETAIL[1]}", "--",
                            sys.executable, str(script), str(PACE_S), str(EXIT_STATUS)],
                           capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return {"proc": proc, "run": run, "own": json.loads(lines[0][len("RESULT "):])}
@@ -193,7 +194,8 @@ def test_steps_are_the_optimizer_updates_the_script_counted(job):
     assert ann["keras.backend"] == "tensorflow"
     phases = events_df(run, categories=["phase"])
     # fit's phase, from the job (the recorder adds one derived from the steps: args "from")
-    training = phases[(phases["name"] == "training") & ~phases["args"].fillna("").str.contains("from")]
+    derived = phases["args"].fillna("").str.contains("from")
+    training = phases[(phases["name"] == "training") & ~derived]
     assert len(training) == 1
     assert training["start_ns"].iloc[0] >= fit["window"][0]
     assert training["start_ns"].iloc[0] + training["duration_ns"].iloc[0] <= fit["window"][1]
