@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting check, the C++ unit tests (ctest), the same tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer, the recorder's tests under ThreadSanitizer, a
-# short libFuzzer run of each importer (FUZZ_SECONDS each, default 15), and the Python tests
+# short libFuzzer run of each importer (FUZZ_SECONDS each, default 15), the portable build's
+# tests (collectors off, POSIX platform layer: scripts/portable_check.sh), and the Python tests
 # (pytest, last, so that its summary line closes the output). The ASan pass runs when
 # TRAINPROF_SANITIZE=1:
 #   TRAINPROF_SANITIZE=1 bash scripts/test.sh
@@ -36,6 +37,14 @@ if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
     ctest --test-dir build/asan -j"$JOBS" -L "^(${labels})$" --output-on-failure --timeout 600
 fi
 
+echo; echo "== the portable build (collectors off, POSIX platform layer): building in the background"
+# scripts/portable_check.sh, what macOS builds. At the lowest priority, so that it takes what the
+# steps below leave idle (the TSan run, the single-threaded fuzzing) and slows none of them;
+# its tests run before the Python tests.
+nice -n 19 bash scripts/portable_check.sh build >build/portable-check.log 2>&1 &
+portable_pid=$!
+trap 'kill "$portable_pid" 2>/dev/null || true' EXIT
+
 echo; echo "== the in-process recorder under ThreadSanitizer"
 # Its threads hand records over through lock-free block chains (src/instrument/recorder.cc):
 # TSan checks that hand-over, with threads appending while the flusher drains every 1 ms.
@@ -56,6 +65,13 @@ cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPIL
 cmake --build build/fuzz -j"$JOBS" --target fuzz_kineto_import fuzz_smdebug_import fuzz_json_text \
   fuzz_control_message fuzz_store_chunks >/dev/null
 FUZZ_SECONDS=$FUZZ_SECONDS sh fuzz/run_fuzz.sh build/fuzz
+
+echo; echo "== the portable build: reader, import, rules, cost and report tests; record needs Linux"
+if ! wait "$portable_pid"; then
+  cat build/portable-check.log
+  exit 1
+fi
+bash scripts/portable_check.sh test
 
 echo; echo "== Python tests"
 python -m pytest tests/python -q

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <spawn.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <cstring>
 
 #include "base/children.h"
+#include "base/platform.h"
 
 extern char** environ;
 
@@ -125,6 +125,6 @@ int WaitForChild(pid_t pid, const SignalBlock& block, bool reap_orphans,
   }
 }
 
-void BecomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
+void BecomeSubreaper() { platform::BecomeChildSubreaper(); }
 
 }  // namespace trainprof::agent

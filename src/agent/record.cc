@@ -17,6 +17,7 @@
 #include "agent/child_process.h"
 #include "base/files.h"
 #include "base/logging.h"
+#include "base/platform.h"
 #include "base/time.h"
 #include "instrument/child_env.h"
 #include "model/data_quality.h"
@@ -194,10 +195,7 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   instrumentation.auto_instrument = !options.no_auto;
   if (std::getenv("TRAINPROF_PYTHON_PACKAGE_DIR") == nullptr) {
     // Run as <package>/bin/trainprof without the console script: the hook is beside us.
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-      std::string dir(exe, static_cast<size_t>(n));
+    if (std::string dir = platform::SelfExecutablePath(); !dir.empty()) {
       dir = dir.substr(0, dir.rfind('/'));
       std::string package = dir.substr(0, dir.rfind('/'));
       if (PathExists(package + "/_hook/sitecustomize.py")) {

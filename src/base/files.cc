@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+
+#include "base/platform.h"
 
 namespace trainprof {
 
@@ -54,7 +55,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
     uint64_t r = 0;
-    if (getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+    if (!platform::FillRandomBytes(&r, sizeof r)) {
       r = static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(attempt);
     }
     char suffix[24];

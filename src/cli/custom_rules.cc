@@ -18,6 +18,7 @@
 #include "base/children.h"
 #include "base/files.h"
 #include "base/json_dump.h"
+#include "base/platform.h"
 #include "base/time.h"
 #include "model/finding.h"
 
@@ -67,8 +68,8 @@ StatusOr<Spawned> Spawn(const std::vector<std::string>& argv, const std::vector<
                         bool with_stdin) {
   int out[2];
   int in[2] = {-1, -1};
-  if (pipe2(out, O_CLOEXEC) != 0) return Internal("pipe: " + ErrnoMessage(errno));
-  if (with_stdin && pipe2(in, O_CLOEXEC) != 0) {
+  if (platform::PipeCloseOnExec(out) != 0) return Internal("pipe: " + ErrnoMessage(errno));
+  if (with_stdin && platform::PipeCloseOnExec(in) != 0) {
     close(out[0]);
     close(out[1]);
     return Internal("pipe: " + ErrnoMessage(errno));
@@ -219,10 +220,8 @@ std::string FindPythonPackageDir() {
     return dir;
   }
   // Run as <package>/bin/trainprof: the package is above us.
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    const std::string package = Parent(Parent(std::string(exe, static_cast<size_t>(n))));
+  if (const std::string exe = platform::SelfExecutablePath(); !exe.empty()) {
+    const std::string package = Parent(Parent(exe));
     if (PathExists(package + "/rules_runner.py")) return package;
   }
   return "";

@@ -21,6 +21,7 @@
 
 #include "base/children.h"
 #include "base/files.h"
+#include "base/platform.h"
 #include "cli/command.h"
 #include "cli/custom_rules.h"
 #include "store/run_directory.h"
@@ -124,9 +125,8 @@ void FinishRunUpload(RunUpload& upload, std::ostream& out) {
 Status RunFleetHandOver(const std::string& verb, const std::vector<std::string>& args) {
   const std::string python = FindPython("");
   UsePackageOnPythonPath();
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) setenv("TRAINPROF_BIN", std::string(exe, static_cast<size_t>(n)).c_str(), 1);
+  const std::string exe = platform::SelfExecutablePath();
+  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
   setenv("TRAINPROF_DISABLE", "1", 1);  // the fleet view is not a training job
   std::vector<std::string> argv = {python, "-m", "trainprof.fleet", verb};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -16,26 +16,27 @@
 #include "analyze/rules/config.h"
 #include "analyze/rules/live.h"
 #include "cli/custom_rules.h"
+#include "cli/report_providers.h"
 
 namespace trainprof::cli {
 
-class LiveRules {
+class LiveRules final : public LiveEvaluation {
  public:
   // `config` may name custom rules (their parameters and actions): they are taken out of it
   // for the runner when `custom` has files.
   LiveRules(analyze::rules::RuleConfig config, CustomRulesOptions custom = {});
-  ~LiveRules();
+  ~LiveRules() override;
 
   void Poll(const agent::RecordOptions::LiveContext& ctx);
   // Reads what the finished run added, finalises the rules and runs the last findings'
   // actions. nullptr when live evaluation never started or failed: evaluate offline then.
-  const analyze::rules::RuleEngine* Finish(std::ostream& out);
+  const analyze::rules::RuleEngine* Finish(std::ostream& out) override;
   // The custom rules' results: the live runner's when it ran, else one evaluation of the
   // finished run; the findings not acted on live get their actions now. nullopt without
   // custom rules.
   std::optional<StatusOr<CustomRulesOutcome>> FinishCustom(const std::string& run_dir,
-                                                           std::ostream& out);
-  const analyze::rules::RuleConfig& config() const { return config_; }
+                                                           std::ostream& out) override;
+  const analyze::rules::RuleConfig& config() const override { return config_; }
 
  private:
   void PollBuiltin(const agent::RecordOptions::LiveContext& ctx);

@@ -8,7 +8,6 @@
 #include "analyze/cost/finding_cost.h"
 #include "analyze/rules/evaluate.h"
 #include "base/json_dump.h"
-#include "cli/live_rules.h"
 #include "cli/run_summary.h"
 #include "report/write_reports.h"
 #include "store/run_reader.h"
@@ -185,7 +184,7 @@ void UseAnalyses(report::BuildOptions* build) {
   build->cost = CostAdvisorProvider(shared);
 }
 
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live,
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveEvaluation* live,
                        const CustomRulesOptions& custom) {
   auto reader = store::RunReader::Open(run_dir);
   if (!reader.ok()) {

@@ -11,11 +11,16 @@
 
 #include "analyze/cost/catalog.h"
 #include "analyze/cost/cost_model.h"
+#include "analyze/rules/config.h"
 #include "analyze/rules/rule.h"
 #include "cli/cost_command.h"
 #include "cli/custom_rules.h"
 #include "report/report_model.h"
 #include "store/run_reader.h"
+
+namespace trainprof::analyze::rules {
+class RuleEngine;
+}
 
 namespace trainprof::cli {
 
@@ -50,8 +55,19 @@ void UseAnalyses(report::BuildOptions* build);
 // With `live`, the rules it evaluated while the job ran are finished instead (same findings),
 // custom rules included (`live` owns their options then); without, `custom` adds Python
 // custom rules, evaluated at the end.
-class LiveRules;
-void FinishRecordedRun(const std::string& run_dir, std::ostream& out, LiveRules* live = nullptr,
-                       const CustomRulesOptions& custom = {});
+// The rules `record` evaluated while the job ran, as FinishRecordedRun takes them over
+// (LiveRules, cli/live_rules.h, on the recording side: this file builds without it).
+class LiveEvaluation {
+ public:
+  virtual ~LiveEvaluation() = default;
+  // The finished engine; nullptr when live evaluation never started or failed.
+  virtual const analyze::rules::RuleEngine* Finish(std::ostream& out) = 0;
+  virtual const analyze::rules::RuleConfig& config() const = 0;
+  // The custom rules' results; nullopt without custom rules.
+  virtual std::optional<StatusOr<CustomRulesOutcome>> FinishCustom(const std::string& run_dir,
+                                                                   std::ostream& out) = 0;
+};
+void FinishRecordedRun(const std::string& run_dir, std::ostream& out,
+                       LiveEvaluation* live = nullptr, const CustomRulesOptions& custom = {});
 
 }  // namespace trainprof::cli

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/files.h"
+#include "base/platform.h"
 #include "cli/command.h"
 #include "cli/custom_rules.h"
 
@@ -31,9 +32,8 @@ Status RunTuneHandOver(const std::vector<std::string>& args) {
     const std::string path = old != nullptr && *old ? root + ":" + old : root;
     setenv("PYTHONPATH", path.c_str(), 1);
   }
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) setenv("TRAINPROF_BIN", std::string(exe, static_cast<size_t>(n)).c_str(), 1);
+  const std::string exe = platform::SelfExecutablePath();
+  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
   std::vector<std::string> argv = {python, "-m", "trainprof.tune"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> c_argv;

@@ -1,7 +1,6 @@
 #include "instrument/recorder.h"
 
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 
 #include "base/files.h"
 #include "base/logging.h"
+#include "base/platform.h"
 #include "base/time.h"
 #include "model/data_quality.h"
 #include "model/run_metadata.h"
@@ -171,7 +171,7 @@ State& S() {
 thread_local int64_t t_tid = 0;
 
 int64_t CurrentTid() {
-  if (t_tid == 0) t_tid = static_cast<int64_t>(syscall(SYS_gettid));
+  if (t_tid == 0) t_tid = platform::CurrentThreadId();
   return t_tid;
 }
 

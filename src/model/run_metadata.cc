@@ -9,6 +9,7 @@
 
 #include "base/files.h"
 #include "base/json_dump.h"
+#include "base/platform.h"
 #include "base/time.h"
 
 namespace trainprof::model {
@@ -253,19 +254,7 @@ NodeInfo DetectLocalNode(const std::string& node_name) {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page_size = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page_size > 0) n.memory_total_bytes = static_cast<int64_t>(pages) * page_size;
-  auto cpuinfo = ReadFileToString("/proc/cpuinfo");
-  if (cpuinfo.ok()) {
-    size_t pos = cpuinfo->find("model name");
-    if (pos != std::string::npos) {
-      size_t colon = cpuinfo->find(':', pos);
-      size_t eol = cpuinfo->find('\n', pos);
-      if (colon != std::string::npos && colon < eol) {
-        std::string model = cpuinfo->substr(colon + 1, eol - colon - 1);
-        size_t b = model.find_first_not_of(" \t");
-        n.cpu_model = b == std::string::npos ? "" : model.substr(b);
-      }
-    }
-  }
+  n.cpu_model = platform::CpuModelName();
   return n;
 }
 

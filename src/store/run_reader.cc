@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "base/files.h"
+#include "base/platform.h"
 #include "model/data_quality.h"
 #include "store/run_directory.h"
 #include "store/schema.h"
@@ -29,8 +30,9 @@ Status RunReader::Refresh() {
   struct stat st {};
   std::array<int64_t, 4> stamp{-1, -1, -1, -1};
   if (::stat(RunJsonPath(dir_).c_str(), &st) == 0) {
+    const timespec mtime = platform::ModificationTime(st);
     stamp = {static_cast<int64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
-             static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec)};
+             static_cast<int64_t>(mtime.tv_sec), static_cast<int64_t>(mtime.tv_nsec)};
   }
   const bool metadata_unchanged = stamp[0] >= 0 && stamp == metadata_stamp_;
   auto metadata =

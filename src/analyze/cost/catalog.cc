@@ -17,6 +17,7 @@
 #include "analyze/cost/csv.h"
 #include "analyze/cost/embedded_catalog.h"
 #include "base/files.h"
+#include "base/platform.h"
 #include "base/time.h"
 
 namespace trainprof::cost {
@@ -233,10 +234,8 @@ std::string CodeDir() {
       info.dli_fname != nullptr && std::strchr(info.dli_fname, '/') != nullptr) {
     path = info.dli_fname;
   } else {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) return "";
-    path.assign(buf, static_cast<size_t>(n));
+    path = platform::SelfExecutablePath();
+    if (path.empty()) return "";
   }
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash);

@@ -10,13 +10,13 @@
 #include <unistd.h>
 
 #include <httplib.h>
-#include <fstream>
 
 #include "analyze/rules/engine.h"
 #include "base/children.h"
 #include "base/files.h"
 #include "base/json_dump.h"
 #include "base/logging.h"
+#include "base/platform.h"
 #include "base/time.h"
 
 namespace trainprof::analyze::rules {
@@ -28,14 +28,7 @@ void SleepNs(int64_t ns) {
 }
 
 // Whether `pid` has exited: gone, or a zombie waiting for its parent to reap it.
-bool Exited(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
-}
+bool Exited(pid_t pid) { return platform::ProcessHasExited(pid); }
 
 }  // namespace
 
@@ -96,7 +89,7 @@ StatusOr<int> RunCommandWithInput(const std::vector<std::string>& argv, const st
                                   int64_t timeout_ns) {
   if (argv.empty()) return InvalidArgument("empty command");
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Internal("pipe: " + ErrnoMessage(errno));
+  if (platform::PipeCloseOnExec(fds) != 0) return Internal("pipe: " + ErrnoMessage(errno));
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -1,0 +1,61 @@
+// The Linux implementation of base/platform.h: the one place outside the recording side
+// (src/collect, src/agent, src/instrument) that names Linux-only interfaces.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "base/files.h"
+#include "base/platform.h"
+
+namespace trainprof::platform {
+
+const char* Name() { return "linux"; }
+
+int64_t CurrentThreadId() { return static_cast<int64_t>(syscall(SYS_gettid)); }
+
+std::string SelfExecutablePath() {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "";
+  return std::string(exe, static_cast<size_t>(n));
+}
+
+bool BecomeChildSubreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0; }
+
+std::string CpuModelName() {
+  auto cpuinfo = ReadFileToString("/proc/cpuinfo");
+  if (!cpuinfo.ok()) return "";
+  const size_t pos = cpuinfo->find("model name");
+  if (pos == std::string::npos) return "";
+  const size_t colon = cpuinfo->find(':', pos);
+  const size_t eol = cpuinfo->find('\n', pos);
+  if (colon == std::string::npos || colon >= eol) return "";
+  const std::string model = cpuinfo->substr(colon + 1, eol - colon - 1);
+  const size_t b = model.find_first_not_of(" \t");
+  return b == std::string::npos ? "" : model.substr(b);
+}
+
+bool FillRandomBytes(void* buf, size_t n) {
+  return getrandom(buf, n, 0) == static_cast<ssize_t>(n);
+}
+
+int PipeCloseOnExec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+bool ProcessHasExited(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+timespec ModificationTime(const struct stat& st) { return st.st_mtim; }
+
+}  // namespace trainprof::platform
