@@ -54,6 +54,7 @@ CpuKind CpuKindOf(const std::string& cat) {
   }
   if (cat == "user_annotation") return CpuKind::kAnnotation;
   if (cat == model::kCategoryStep) return CpuKind::kStep;
+  if (cat == "collective") return CpuKind::kCollective;
   return CpuKind::kOther;
 }
 

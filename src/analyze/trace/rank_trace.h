@@ -14,7 +14,9 @@
 namespace trainprof::analyze::trace {
 
 enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset, kSync };
-enum class CpuKind : uint8_t { kOp, kRuntime, kAnnotation, kStep, kOther };
+// kCollective: a collective timed on the host by in-process instrumentation (category
+// "collective": all_reduce, barrier... of torch.distributed), what the rank waits in.
+enum class CpuKind : uint8_t { kOp, kRuntime, kAnnotation, kStep, kCollective, kOther };
 
 struct GpuActivity {
   int64_t start_ns = 0;

@@ -263,6 +263,9 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
     }
     for (const CpuSpan& c : t.cpu) {
       Interval x{c.start_ns, c.end_ns};
+      // Collectives timed on the host (recorded runs without a GPU trace) are communication
+      // as the GPU's communication kernels are.
+      if (c.kind == CpuKind::kCollective) role[3].push_back(x);
       if (c.kind == CpuKind::kRuntime) role[4].push_back(x);
       if (c.kind == CpuKind::kOp && t.Name(c.name).rfind("enumerate(DataLoader)", 0) == 0) {
         role[5].push_back(x);
@@ -391,31 +394,37 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
 std::vector<Straggler> FindStragglers(const std::vector<RankAnalysis>& ranks,
                                       double threshold_pct) {
   std::vector<Straggler> out;
-  if (ranks.size() < 2) return out;
-  bool all_steps = std::all_of(ranks.begin(), ranks.end(),
-                               [](const RankAnalysis& r) { return r.step_average.has_value(); });
-  bool all_gpu = std::all_of(ranks.begin(), ranks.end(),
-                             [](const RankAnalysis& r) { return r.temporal.has_value(); });
-  if (!all_steps && !all_gpu) return out;
+  // Compared: the ranks with steps when at least two have them, else those with GPU activity.
+  // Entries with neither take no part: a recorded run also holds per-node timelines without a
+  // rank (the recorder's phase spans), which must not switch the comparison off.
+  std::vector<const RankAnalysis*> with_steps, with_gpu;
+  for (const RankAnalysis& r : ranks) {
+    if (r.step_average.has_value()) with_steps.push_back(&r);
+    if (r.temporal.has_value()) with_gpu.push_back(&r);
+  }
+  const bool all_steps = with_steps.size() >= 2;
+  const std::vector<const RankAnalysis*>& compared = all_steps ? with_steps : with_gpu;
+  if (compared.size() < 2) return out;
   // With steps: each rank's own time per step, the step less its communication. In synchronous
   // training the ranks' steps take about as long (the others wait in the collectives for the
   // slow one), so the step time blames no one or the waiting ranks; the time a rank spends
   // outside communication is what the others wait for.
   std::vector<double> values;
-  for (const RankAnalysis& r : ranks) {
+  for (const RankAnalysis* r : compared) {
     values.push_back(
-        all_steps ? static_cast<double>(r.step_average->step_ns - r.step_average->communication_ns)
-                  : static_cast<double>(r.temporal->kernel_ns - r.temporal->idle_ns));
+        all_steps
+            ? static_cast<double>(r->step_average->step_ns - r->step_average->communication_ns)
+            : static_cast<double>(r->temporal->kernel_ns - r->temporal->idle_ns));
   }
   std::vector<double> sorted = values;
   std::sort(sorted.begin(), sorted.end());
   size_t n = sorted.size();
   double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   if (median <= 0) return out;
-  for (size_t i = 0; i < ranks.size(); ++i) {
+  for (size_t i = 0; i < compared.size(); ++i) {
     double excess = 100.0 * (values[i] - median) / median;
     if (excess > threshold_pct) {
-      out.push_back({ranks[i].label, all_steps ? "own_step_ns" : "busy_ns", values[i], median,
+      out.push_back({compared[i]->label, all_steps ? "own_step_ns" : "busy_ns", values[i], median,
                      Round(excess, 2)});
     }
   }

@@ -245,6 +245,18 @@ TEST(TraceAnalysisTest, StragglersAndDiff) {
   EXPECT_EQ(blamed[0].metric, "own_step_ns");
   EXPECT_DOUBLE_EQ(blamed[0].value, 95000.0);
 
+  // A recorded multi-node run also holds a timeline per node without a rank (the recorder's
+  // phase spans: no steps, no GPU). It takes no part and does not switch the comparison off
+  // (it did: across two hosts `analyze` named no straggler).
+  RankAnalysis node_timeline;
+  node_timeline.label = "host-a";
+  node_timeline.cpu_spans = 3;
+  std::vector<RankAnalysis> recorded = {node_timeline, pair[0], pair[1]};
+  auto named = FindStragglers(recorded);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].label, "1");
+  EXPECT_DOUBLE_EQ(named[0].value, 95000.0);
+
   auto base = ImportRun({r0});
   auto test = ImportRun({r2});
   auto d = DiffTraces(base->ranks, test->ranks, 10);
