@@ -563,15 +563,41 @@ void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order
 
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out) {
+  std::string raw;
+  std::vector<EncodedEventView> views;
+  TP_RETURN_IF_ERROR(DecodeEventChunkView(blob, expected_count, &raw, &views));
+  const size_t base = out->size();
+  out->resize(base + views.size());
+  for (size_t i = 0; i < views.size(); ++i) {
+    const EncodedEventView& v = views[i];
+    EncodedEvent& e = (*out)[base + i];
+    e.kind = v.kind;
+    e.start_ns = v.start_ns;
+    e.duration_ns = v.duration_ns;
+    e.name_id = v.name_id;
+    e.category_id = v.category_id;
+    e.mode_id = v.mode_id;
+    e.step = v.step;
+    e.pid = v.pid;
+    e.tid = v.tid;
+    e.rank = v.rank;
+    e.args = std::string(v.args);
+  }
+  return OkStatus();
+}
+
+Status DecodeEventChunkView(std::string_view blob, size_t expected_count, std::string* raw_out,
+                            std::vector<EncodedEventView>* out) {
+  out->clear();
   // The writer closes a chunk at kMaxEventChunkArgsBytes of args and never stores one event's
   // args beyond kMaxEventArgsBytes; the other columns take at most 101 bytes per event.
   if (expected_count > kMaxEventChunkEvents) {
     return DataLoss("event chunk claims " + std::to_string(expected_count) +
                     " events; a chunk holds at most " + std::to_string(kMaxEventChunkEvents));
   }
-  TP_ASSIGN_OR_RETURN(std::string raw,
-                      ZstdDecompress(blob, 16 + expected_count * 101 + kMaxEventChunkArgsBytes +
-                                               kMaxEventArgsBytes));
+  TP_RETURN_IF_ERROR(ZstdDecompressInto(
+      blob, 16 + expected_count * 101 + kMaxEventChunkArgsBytes + kMaxEventArgsBytes, raw_out));
+  const std::string& raw = *raw_out;
   // Each event takes at least 11 bytes (its kind and ten varints): check before sizing.
   if (raw.size() < 2 + 11 * expected_count) {
     return DataLoss("event chunk claims " + std::to_string(expected_count) + " events in " +
@@ -584,13 +610,12 @@ Status DecodeEventChunk(std::string_view blob, size_t expected_count,
   }
   uint64_t n = r.Varint();
   if (!r.ok() || n != expected_count) return DataLoss("event chunk count mismatch");
-  size_t base = out->size();
-  out->resize(base + n);
-  EncodedEvent* ev = out->data() + base;
+  out->resize(n);
+  EncodedEventView* ev = out->data();
   for (uint64_t i = 0; i < n; ++i) {
     uint8_t kind = r.Byte();
     if (kind > 1) {
-      out->resize(base);
+      out->clear();
       return DataLoss("event chunk has an unknown event kind");
     }
     ev[i].kind = static_cast<model::EventKind>(kind);
@@ -605,9 +630,9 @@ Status DecodeEventChunk(std::string_view blob, size_t expected_count,
   for (uint64_t i = 0; i < n; ++i) ev[i].pid = GetOptional(r);
   for (uint64_t i = 0; i < n; ++i) ev[i].tid = GetOptional(r);
   for (uint64_t i = 0; i < n; ++i) ev[i].rank = GetOptional(r);
-  for (uint64_t i = 0; i < n; ++i) ev[i].args = std::string(r.Bytes(r.Varint()));
+  for (uint64_t i = 0; i < n; ++i) ev[i].args = r.Bytes(r.Varint());
   if (!r.ok() || !r.at_end()) {
-    out->resize(base);
+    out->clear();
     return DataLoss("event chunk is truncated or has trailing bytes");
   }
   return OkStatus();

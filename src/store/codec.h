@@ -184,4 +184,26 @@ void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out);
 
+// An event of a decoded chunk whose args point into the caller's decompressed buffer.
+struct EncodedEventView {
+  model::EventKind kind = model::EventKind::kSpan;
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+  uint32_t name_id = 0;
+  uint32_t category_id = 0;
+  uint32_t mode_id = 0;
+  int64_t step = model::kMissing;
+  int64_t pid = model::kMissing;
+  int64_t tid = model::kMissing;
+  int64_t rank = model::kMissing;
+  std::string_view args;  // into `raw`: valid until it changes
+};
+
+// DecodeEventChunk without copying anything: `raw` (scratch reused between chunks) receives
+// the decompressed chunk and `out` is replaced by its events, args viewing `raw`. A reader that
+// keeps a few of the events copies only their args (one std::string per event was a third of
+// reading a store).
+Status DecodeEventChunkView(std::string_view blob, size_t expected_count, std::string* raw,
+                            std::vector<EncodedEventView>* out);
+
 }  // namespace trainprof::store

@@ -339,7 +339,8 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
   SqliteStmt& chunks = *lease;
   chunks.Bind(1, after_chunk_id).Bind(2, query.end_ns).Bind(3, query.start_ns);
   int32_t node_code = out->nodes.Code(info_.node);
-  std::vector<EncodedEvent> decoded;
+  std::vector<EncodedEventView> decoded;
+  std::string raw;  // the decompressed chunk, reused: decoded[i].args view it
   // `out`'s dictionary codes by this store's string id, resolved once per id, not hashed per
   // event (ids are dense indexes into strings_).
   std::vector<int32_t> name_codes, category_codes, mode_codes;
@@ -355,13 +356,13 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
   while (chunks.Step(&status)) {
     int64_t chunk_id = chunks.Int(0);
     if (max_chunk_id) *max_chunk_id = std::max(*max_chunk_id, chunk_id);
-    decoded.clear();
-    Status s = DecodeEventChunk(chunks.Blob(2), static_cast<size_t>(chunks.Int(1)), &decoded);
+    Status s =
+        DecodeEventChunkView(chunks.Blob(2), static_cast<size_t>(chunks.Int(1)), &raw, &decoded);
     if (!s.ok()) {
       problems->Add(path_ + ": event chunk " + std::to_string(chunk_id) + ": " + s.message());
       continue;
     }
-    for (EncodedEvent& e : decoded) {
+    for (const EncodedEventView& e : decoded) {
       int64_t end = e.start_ns + std::max<int64_t>(0, e.duration_ns);
       if (!(e.start_ns < query.end_ns && end >= query.start_ns)) continue;
       const std::string* name = StringById(e.name_id);
@@ -387,7 +388,7 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
       out->step.push_back(e.step);
       out->start_ns.push_back(e.start_ns);
       out->duration_ns.push_back(e.duration_ns);
-      out->args.push_back(std::move(e.args));
+      out->args.emplace_back(e.args);
     }
   }
   if (!status.ok()) problems->Add(status.message());

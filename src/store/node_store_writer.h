@@ -15,6 +15,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,8 +40,9 @@ struct WriterOptions {
   int zstd_level = 3;
   // When > 0, a background thread flushes this often (the durability bound).
   int64_t auto_flush_interval_ns = 0;
-  // Each flush on disk when it returns (a recording). False for a one-shot writer (an import):
-  // flushes are committed without waiting for the disk and Close() syncs once.
+  // Each flush on disk when it returns (a recording, WAL mode). False for a one-shot writer (an
+  // import into a directory nobody reads before it is complete): the journal stays in memory,
+  // flushes are committed without waiting for the disk and Close() syncs the file once.
   bool sync_every_flush = true;
   // Buffered values/events beyond which new appends are dropped and counted (the writer never
   // grows without bound when the disk is slow or full).
@@ -84,6 +86,11 @@ class NodeStoreWriter {
   // Makes everything appended so far durable. On a write error the batch is dropped and
   // counted (never retried forever), and the error is returned.
   Status Flush();
+  // Flush in two halves, for a one-shot writer that writes on another thread while appends go
+  // on (an import: the parser fills the next batch meanwhile). Cuts the batch now, exactly as
+  // Flush() would (so the store's chunks do not depend on thread timing), and returns what
+  // writes it. At most one cut batch outstanding: run it before the next cut, Flush or Close.
+  std::function<Status()> CutBatch();
   // Seals every series, flushes, vacuums freed pages and switches the file out of WAL mode, so
   // a finished store is one self-contained file. Idempotent.
   Status Close();
@@ -109,6 +116,8 @@ class NodeStoreWriter {
   NodeStoreWriter(std::unique_ptr<SqliteDb> db, std::string path, WriterOptions options);
   Status Initialize(const model::NodeInfo& node);
   Status WriteLocked(Pending& pending, bool seal_all);
+  void TakeLocked(Pending& pending);          // flush_mu_ held: the buffers' contents
+  Status WriteTakenLocked(Pending& pending);  // flush_mu_ held: writes and accounts them
   void AutoFlushLoop();
 
   std::unique_ptr<SqliteDb> db_;
