@@ -21,7 +21,8 @@ namespace trainprof::importers {
 class ByteSource {
  public:
   // Opens `path`; NotFound when it does not exist. `backend` picks the gzip inflater (tests
-  // compare the two; kAuto is ISA-L when it loads, else zlib).
+  // compare the two; kAuto is ISA-L when it loads and the file is
+  // over 48 KiB, else zlib).
   static StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& path,
                                                     GzipBackend backend = GzipBackend::kAuto);
   ~ByteSource();

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -213,6 +214,7 @@ class FileImporter : public TraceSink {
   Status Finish() {
     // No events, or refused before any was stored (duplicated rank): nothing to flush.
     if (writer_ == nullptr) return OkStatus();
+    const Status flushed = WaitForFlush();
     for (auto& [track, stack] : open_) {
       if (!stack.empty()) Problem(dq::kUnmatchedBegins, static_cast<int64_t>(stack.size()));
     }
@@ -232,7 +234,8 @@ class FileImporter : public TraceSink {
     for (auto& [category, n] : category_counts_) summary_.categories[category] += n;
     category_counts_.clear();
     if (summary_.events_stored > 0) run_.builder->NoteTime(summary_.start_ns, summary_.end_ns);
-    return writer_->Flush().WithContext(path_);
+    Status last = writer_->Flush().WithContext(path_);
+    return flushed.ok() ? last : flushed;
   }
 
   KinetoFileSummary& summary() { return summary_; }
@@ -355,9 +358,24 @@ class FileImporter : public TraceSink {
     writer_->AppendEvent(ev);
     if (++pending_ >= run_.flush_events || writer_->buffered_event_bytes() >= kFlushArgsBytes) {
       pending_ = 0;
-      TP_RETURN_IF_ERROR(writer_->Flush().WithContext(path_));
+      TP_RETURN_IF_ERROR(FlushInBackground());
     }
     return OkStatus();
+  }
+
+  // Encoding, compressing and writing a batch (about as much CPU as parsing it) runs on a
+  // second thread while this one parses the next batch: two cores share the import. The batch
+  // is cut here (the store's chunks are the same whatever the threads' timing); one batch in
+  // flight: the parser waits for the previous write first, so at most two batches are held.
+  Status FlushInBackground() {
+    TP_RETURN_IF_ERROR(WaitForFlush());
+    flushing_ = std::async(std::launch::async, writer_->CutBatch());
+    return OkStatus();
+  }
+
+  Status WaitForFlush() {
+    if (!flushing_.valid()) return OkStatus();
+    return flushing_.get().WithContext(path_);
   }
 
   Status Complete(const RawEvent& e) {
@@ -574,6 +592,7 @@ class FileImporter : public TraceSink {
   bool late_header_ = false;
   store::NodeStoreWriter* writer_ = nullptr;
   int64_t pending_ = 0;
+  std::future<Status> flushing_;  // the batch being written on the second thread
   std::string scratch_;
   std::string args_;       // the current event's args, minified
   std::string flow_args_;  // a flow's args as stored
