@@ -23,8 +23,14 @@ is the cost advisor's utilisation-weighted idle-accelerator cost; savings are ea
 saving summed over the runs that have it, ranked. Runs without a price are listed as unpriced
 (their cost is missing, not zero).
 
+Warm-pool keep-alive time is priced at the instance rate where a DescribeTrainingJob (--billing)
+or the run (run.json / tag warm_pool_seconds) says it was used; CUR line items (--billing) are
+set beside the measured usage types; savings are also scaled to a month.
+
 The native commands hand their arguments over to `python -m trainprof.fleet fleet|export-parquet`
-(src/cli/fleet_command.cc). Exit status: 0 done, 1 failure, 2 usage.
+(src/cli/fleet_command.cc); `record --out URL` and `agent --out URL` start `sync`; the other
+native readers call `fetch` and `push` for RUN and --out URLs (src/cli/remote_run.cc).
+Exit status: 0 done, 1 failure, 2 usage.
 """
 
 from __future__ import annotations
@@ -570,6 +576,10 @@ class RunRow:
     phases: list  # (phase, billed_seconds, cost_usd)
     what_ifs: list  # (id, title, saving_usd)
     rules_fired: list
+    job: str = ""  # the training job it is matched to (tag training_job, else its name)
+    end_ns: int = 0
+    price_usd_per_hour: float | None = None
+    warm_pool: dict | None = None  # {"seconds", "cost_usd", "usd_per_hour", "source"}
 
 
 def run_row(s: dict) -> RunRow:
@@ -617,7 +627,82 @@ def run_row(s: dict) -> RunRow:
         billed_instance_seconds=_num(cost.get("billed_instance_seconds")),
         idle_cost_usd=_num(idle) if isinstance(idle, (int, float)) else None,
         usage=usage, phases=phases, what_ifs=what_ifs,
-        rules_fired=[str(r) for r in (cost.get("rules_fired") or [])[:256]])
+        rules_fired=[str(r) for r in (cost.get("rules_fired") or [])[:256]],
+        job=_job_of(s), end_ns=int(run["end_ns"]) if isinstance(run.get("end_ns"), int) else 0,
+        price_usd_per_hour=_rate_of(cost))
+
+
+def _rate_of(cost: dict) -> float | None:
+    """The run's hourly instance price (its price, else its first node's)."""
+    for p in [cost.get("price")] + [n.get("price") for n in (cost.get("nodes") or [])[:1]]:
+        if isinstance(p, dict) and isinstance(p.get("price_usd_per_hour"), (int, float)):
+            return float(p["price_usd_per_hour"])
+    return None
+
+
+MAX_WARM_POOL_SECONDS = 366 * 86400  # per instance; more is not a keep-alive time
+WARM_POOL_KEY = "warm_pool_seconds"
+
+
+def warm_pool_of(s: dict, describe: dict) -> tuple[float, str] | None:
+    """Warm-pool keep-alive seconds billed for a run (all its instances), and where they come
+    from: the job's DescribeTrainingJob (WarmPoolStatus.ResourceRetainedBillableTimeInSeconds
+    x InstanceCount, as AWS documents the bill), else the run's run.json or tag
+    `warm_pool_seconds` (per instance, as SageMaker reports it, x the run's instance count)."""
+    d = describe.get(_job_of(s))
+    if d is not None and isinstance(d.get("warm_pool_billed_seconds"), (int, float)) \
+            and not isinstance(d["warm_pool_billed_seconds"], bool) \
+            and d["warm_pool_billed_seconds"] > 0:
+        secs = float(d["warm_pool_billed_seconds"])
+        if secs > MAX_WARM_POOL_SECONDS:
+            raise FleetError(f"job {d['job']}: ResourceRetainedBillableTimeInSeconds {secs:.0f} "
+                             f"is more than {MAX_WARM_POOL_SECONDS}")
+        return (secs * d["instance_count"],
+                f"DescribeTrainingJob {d['job']}: WarmPoolStatus."
+                f"ResourceRetainedBillableTimeInSeconds {secs:.0f} x InstanceCount "
+                f"{d['instance_count']}")
+    run = s["run"]
+    tags = run.get("tags") if isinstance(run.get("tags"), dict) else {}
+    for where, val in (("run.json", run.get(WARM_POOL_KEY)), ("tag", tags.get(WARM_POOL_KEY))):
+        if val is None:
+            continue
+        try:
+            secs = float(val)
+        except (TypeError, ValueError):
+            secs = float("nan")
+        if not 0 <= secs <= MAX_WARM_POOL_SECONDS:
+            raise FleetError(f"{s.get('_location', '')}: {where} {WARM_POOL_KEY}={val!r}: not a "
+                             f"number of seconds between 0 and {MAX_WARM_POOL_SECONDS}")
+        if secs == 0:
+            return None
+        cost = s.get("cost") or {}
+        count = cost.get("instance_count") or run.get("instance_count") or 1
+        count = int(count) if isinstance(count, int) and 0 < count <= 100_000 else 1
+        return secs * count, f"{where} {WARM_POOL_KEY}={val} x instance count {count}"
+    return None
+
+
+def apply_warm_pool(row: RunRow, s: dict, describe: dict) -> None:
+    """Prices the run's warm-pool keep-alive time at its instance rate, into its total, its
+    usage type's hours and cost and a phase of its own ("warm_pool")."""
+    found = warm_pool_of(s, describe)
+    if found is None or not row.priced:
+        return
+    secs, source = found
+    if row.price_usd_per_hour is None:
+        row.warm_pool = {"seconds": secs, "cost_usd": None, "usd_per_hour": None,
+                         "source": source + "; no hourly price to price it"}
+        return
+    cost = secs * row.price_usd_per_hour / 3600.0
+    row.warm_pool = {"seconds": secs, "cost_usd": cost, "usd_per_hour": row.price_usd_per_hour,
+                     "source": source}
+    row.total_cost_usd += cost
+    row.compute_cost_usd += cost
+    instance_usage = next((u for u in row.usage if not u[0].endswith(STORAGE_USAGE)), None)
+    ut = instance_usage[0] if instance_usage else usage_type({}, row.region,
+                                                             row.instance_type or "unknown")
+    row.usage = row.usage + [(ut, secs / 3600.0, cost)]
+    row.phases = row.phases + [("warm_pool", secs, cost)]
 
 
 def _day(ns: int) -> str:
@@ -643,7 +728,47 @@ def _ranked(d: dict, key: str, extra=None) -> list:
     return rows
 
 
-def aggregate(rows: list[RunRow], top: int = 10) -> dict:
+MONTH_DAYS = 30.0
+
+
+def _iso(ns: int) -> str:
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fleet_period(rows: list[RunRow]) -> dict | None:
+    """The time the fleet covers: the first run's start to the last run's end (its start when
+    it has no end). Savings a month are scaled from it to 30 days; a fleet covering less than
+    a day counts as one day (no month extrapolated from minutes)."""
+    starts = [r.start_ns for r in rows if r.start_ns > 0]
+    if not starts:
+        return None
+    first = min(starts)
+    last = max(max(r.end_ns, r.start_ns) for r in rows if r.start_ns > 0)
+    days = (last - first) / 86_400e9
+    return {"start": _iso(first), "end": _iso(last), "days": days,
+            "scaled_from_days": max(days, 1.0)}
+
+
+def _billed_by_usage(rows: list[RunRow], cur: dict) -> tuple[dict, dict]:
+    """CUR line items of the fleet's jobs per usage type ({type: [amount, cost, jobs]}) and
+    what the CUR holds for training jobs that are not among the runs."""
+    jobs = {r.job for r in rows if r.job}
+    by_type: dict = {}
+    other = {"jobs": 0, "cost_usd": 0.0}
+    for job, c in cur.items():
+        if job not in jobs:
+            other["jobs"] += 1
+            other["cost_usd"] += c["compute_cost_usd"] + c["storage_cost_usd"]
+            continue
+        for ut, (amount, cost) in c["by_usage"].items():
+            v = by_type.setdefault(ut, [0.0, 0.0, set()])
+            v[0] += amount
+            v[1] += cost
+            v[2].add(job)
+    return by_type, other
+
+
+def aggregate(rows: list[RunRow], top: int = 10, cur: dict | None = None) -> dict:
     priced = [r for r in rows if r.priced]
     total = sum(r.total_cost_usd for r in priced)
     usage: dict = {}
@@ -686,7 +811,23 @@ def aggregate(rows: list[RunRow], top: int = 10) -> dict:
             v[1] += 1
     by_usage = [{"usage_type": k, "hours": v[0], "cost_usd": v[1], "runs": len(v[2])}
                 for k, v in usage.items()]
-    by_usage.sort(key=lambda r: (-r["cost_usd"], r["usage_type"]))
+    billed_other = None
+    if cur is not None:
+        billed, billed_other = _billed_by_usage(priced, cur)
+        for u in by_usage:
+            b = billed.pop(u["usage_type"], None)
+            u["billed_usage_amount"] = b[0] if b else None
+            u["billed_cost_usd"] = b[1] if b else None
+            u["billed_jobs"] = len(b[2]) if b else 0
+        for k, b in billed.items():  # billed, never measured: shown, not hidden
+            by_usage.append({"usage_type": k, "hours": 0.0, "cost_usd": 0.0, "runs": 0,
+                             "billed_usage_amount": b[0], "billed_cost_usd": b[1],
+                             "billed_jobs": len(b[2])})
+    by_usage.sort(key=lambda r: (-r["cost_usd"], -(r.get("billed_cost_usd") or 0.0),
+                                 r["usage_type"]))
+    period = fleet_period(priced)
+    month = MONTH_DAYS / period["scaled_from_days"] if period else None
+    warm = [r for r in priced if r.warm_pool]
     by_phase = [{"phase": k, "billed_seconds": v[0], "hours": v[0] / 3600.0, "cost_usd": v[1],
                  "runs": v[2], "share": v[1] / total if total else None} for k, v in phase.items()]
     by_phase.sort(key=lambda r: (-r["cost_usd"], r["phase"]))
@@ -706,14 +847,23 @@ def aggregate(rows: list[RunRow], top: int = 10) -> dict:
         "by_instance_type": _ranked(itype, "instance_type"),
         "by_day": sorted(_ranked(day, "day"), key=lambda r: r["day"]),
         "by_week": sorted(_ranked(week, "week"), key=lambda r: r["week"]),
-        "savings": sorted(({"what": k, "title": v[2], "runs": v[1], "saving_usd": v[0]}
+        "period": period,
+        "savings": sorted(({"what": k, "title": v[2], "runs": v[1], "saving_usd": v[0],
+                            "saving_usd_per_month": v[0] * month if month else None}
                            for k, v in savings.items()),
                           key=lambda r: (-r["saving_usd"], r["what"])),
+        "warm_pool": {
+            "seconds": sum(r.warm_pool["seconds"] for r in warm),
+            "cost_usd": sum(r.warm_pool["cost_usd"] or 0.0 for r in warm),
+            "runs": [{"run": r.location, "job": r.job, **r.warm_pool} for r in warm],
+        },
         "top_runs": [{"run": r.location, "name": r.name, "instance_type": r.instance_type,
                       "total_cost_usd": r.total_cost_usd}
                      for r in sorted(priced, key=lambda r: -r.total_cost_usd)[:top]],
         "unpriced": [{"run": r.location, "why": r.cost_error} for r in rows if not r.priced],
     }
+    if billed_other is not None:
+        out["billed_other_jobs"] = billed_other
     return out
 
 
@@ -736,9 +886,20 @@ def render_text(a: dict) -> str:
             f", idle accelerators {_usd(a['idle_cost_usd'])}"
             + (f" ({a['idle_share']:.0%})" if a["idle_share"] is not None else "")
             + f" over {a['idle_measured_runs']} runs with GPU utilisation\n\n")
-    o.write(_table([["usage type", "hours", "cost", "runs"]]
-                   + [[u["usage_type"], f"{u['hours']:.2f}", _usd(u["cost_usd"]), str(u["runs"])]
-                      for u in a["by_usage_type"]]) + "\n")
+    if "billed_other_jobs" in a:  # CUR line items beside what was measured
+        o.write(_table([["usage type", "hours", "cost", "runs", "billed (CUR)", "CUR amount"]]
+                       + [[u["usage_type"], f"{u['hours']:.2f}", _usd(u["cost_usd"]),
+                           str(u["runs"]), _usd(u["billed_cost_usd"]),
+                           f"{u['billed_usage_amount']:.3f}"
+                           if u["billed_usage_amount"] is not None else "n/a"]
+                          for u in a["by_usage_type"]]))
+        other = a["billed_other_jobs"]
+        o.write(f"(CUR: {other['jobs']} more training jobs, not among the runs, billed "
+                f"{_usd(other['cost_usd'])})\n\n")
+    else:
+        o.write(_table([["usage type", "hours", "cost", "runs"]]
+                       + [[u["usage_type"], f"{u['hours']:.2f}", _usd(u["cost_usd"]),
+                           str(u["runs"])] for u in a["by_usage_type"]]) + "\n")
     o.write(_table([["phase", "hours", "cost", "share"]]
                    + [[p["phase"], f"{p['hours']:.2f}", _usd(p["cost_usd"]),
                        f"{p['share']:.0%}" if p["share"] is not None else "n/a"]
@@ -753,10 +914,25 @@ def render_text(a: dict) -> str:
     o.write(_table([["week", "cost", "runs"]]
                    + [[w["week"], _usd(w["cost_usd"]), str(w["runs"])] for w in a["by_week"]])
             + "\n")
+    wp = a.get("warm_pool") or {}
+    if wp.get("runs"):
+        o.write(f"warm-pool keep-alive: {wp['seconds'] / 3600:.2f} instance-hours, "
+                f"{_usd(wp['cost_usd'])} over {len(wp['runs'])} runs (phase warm_pool)\n")
+        for w in wp["runs"][:10]:
+            o.write(f"  {w['run']}: {w['seconds']:.0f} s, {_usd(w['cost_usd'])} ({w['source']})\n")
+        o.write("\n")
     if a["savings"]:
-        o.write(_table([["saving (what-if)", "runs", "saving"]]
-                       + [[s["what"], str(s["runs"]), _usd(s["saving_usd"])]
-                          for s in a["savings"]]) + "\n")
+        per = a.get("period")
+        o.write(_table([["saving (what-if)", "runs", "saving", "a month"]]
+                       + [[s["what"], str(s["runs"]), _usd(s["saving_usd"]),
+                           "-" + _usd(s["saving_usd_per_month"]) + " a month"
+                           if s.get("saving_usd_per_month") is not None else "n/a"]
+                          for s in a["savings"]]))
+        if per:
+            o.write(f"(a month: the savings of the fleet's {per['days']:.2f} days, {per['start']} "
+                    f"to {per['end']}, scaled to 30 days"
+                    + (" counting it as one day" if per["days"] < 1 else "") + ")\n")
+        o.write("\n")
     if a.get("reconciliation"):
         def sec(x):
             return f"{x:.0f}" if isinstance(x, (int, float)) else "n/a"
@@ -797,6 +973,15 @@ def write_csv(a: dict, out) -> None:
             w.writerow([key, v[key], "", v["cost_usd"], v["runs"]])
     for s in a["savings"]:
         w.writerow(["saving", s["what"], "", s["saving_usd"], s["runs"]])
+        if s.get("saving_usd_per_month") is not None:
+            w.writerow(["saving_per_month", s["what"], "", s["saving_usd_per_month"], s["runs"]])
+    if a.get("warm_pool", {}).get("runs"):
+        wp = a["warm_pool"]
+        w.writerow(["warm_pool", "", wp["seconds"] / 3600.0, wp["cost_usd"], len(wp["runs"])])
+    for u in a["by_usage_type"]:
+        if u.get("billed_cost_usd") is not None:
+            w.writerow(["billed_usage_type", u["usage_type"], "", u["billed_cost_usd"],
+                        u["billed_jobs"]])
 
 
 def _open_out(out: str):
@@ -895,10 +1080,14 @@ def fleet_main(argv: list[str]) -> int:
         summaries = [load_summary(r, a.instance_type, scratch) for r in refs]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    describe, cur = read_billing(a.billing) if a.billing else ({}, {})
+    has_cur = any(b.lower().endswith((".csv", ".csv.gz", ".parquet")) for b in a.billing)
     rows = [run_row(s) for s in summaries]
-    agg = aggregate(rows, a.top)
+    for r, s in zip(rows, summaries):
+        apply_warm_pool(r, s, describe)
+    agg = aggregate(rows, a.top, cur if has_cur else None)
     if a.billing:
-        agg["reconciliation"] = reconcile(summaries, *read_billing(a.billing))
+        agg["reconciliation"] = reconcile(summaries, describe, cur)
     if a.json:
         json.dump(agg, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -1178,8 +1367,12 @@ def read_cur_rows(rows, what: str) -> dict[str, dict]:
         except (TypeError, ValueError) as e:
             raise FleetError(f"{what}: line item {n}: not a number ({e})") from e
         j = jobs.setdefault(_job_from_arn(rid), {"instance_hours": 0.0, "compute_cost_usd": 0.0,
-                                                 "storage_cost_usd": 0.0, "usage_types": set()})
+                                                 "storage_cost_usd": 0.0, "usage_types": set(),
+                                                 "by_usage": {}})
         j["usage_types"].add(ut)
+        u = j["by_usage"].setdefault(ut, [0.0, 0.0])
+        u[0] += amount
+        u[1] += cost
         if ut.endswith(STORAGE_USAGE) or "VolumeUsage" in ut:
             j["storage_cost_usd"] += cost
         else:
@@ -1239,10 +1432,15 @@ def read_billing(paths: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
 def merge_cur(into: dict, more: dict) -> None:
     for job, v in more.items():
         j = into.setdefault(job, {"instance_hours": 0.0, "compute_cost_usd": 0.0,
-                                  "storage_cost_usd": 0.0, "usage_types": set()})
+                                  "storage_cost_usd": 0.0, "usage_types": set(),
+                                  "by_usage": {}})
         for k in ("instance_hours", "compute_cost_usd", "storage_cost_usd"):
             j[k] += v[k]
         j["usage_types"] |= v["usage_types"]
+        for ut, (amount, cost) in v["by_usage"].items():
+            u = j["by_usage"].setdefault(ut, [0.0, 0.0])
+            u[0] += amount
+            u[1] += cost
 
 
 def _job_of(s: dict) -> str:
