@@ -394,17 +394,21 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
 std::vector<Straggler> FindStragglers(const std::vector<RankAnalysis>& ranks,
                                       double threshold_pct) {
   std::vector<Straggler> out;
-  // Compared: the ranks with steps when at least two have them, else those with GPU activity.
-  // Entries with neither take no part: a recorded run also holds per-node timelines without a
-  // rank (the recorder's phase spans), which must not switch the comparison off.
-  std::vector<const RankAnalysis*> with_steps, with_gpu;
+  // Entries with neither steps nor GPU activity take no part: a recorded run also holds
+  // per-node timelines without a rank (the recorder's phase spans), which must not switch the
+  // comparison off. The others are compared by own time per step when all have steps, else by
+  // GPU busy time when all have GPU activity.
+  std::vector<const RankAnalysis*> compared;
   for (const RankAnalysis& r : ranks) {
-    if (r.step_average.has_value()) with_steps.push_back(&r);
-    if (r.temporal.has_value()) with_gpu.push_back(&r);
+    if (r.step_average.has_value() || r.temporal.has_value()) compared.push_back(&r);
   }
-  const bool all_steps = with_steps.size() >= 2;
-  const std::vector<const RankAnalysis*>& compared = all_steps ? with_steps : with_gpu;
   if (compared.size() < 2) return out;
+  const bool all_steps = std::all_of(compared.begin(), compared.end(), [](const RankAnalysis* r) {
+    return r->step_average.has_value();
+  });
+  const bool all_gpu = std::all_of(compared.begin(), compared.end(),
+                                   [](const RankAnalysis* r) { return r->temporal.has_value(); });
+  if (!all_steps && !all_gpu) return out;
   // With steps: each rank's own time per step, the step less its communication. In synchronous
   // training the ranks' steps take about as long (the others wait in the collectives for the
   // slow one), so the step time blames no one or the waiting ranks; the time a rank spends
