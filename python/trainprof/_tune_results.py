@@ -196,8 +196,15 @@ def observe(run_dir: Path, m: Measure | None) -> dict:
             for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
                       "batch_size"):
                 obs[k] = cfg.get(k)
-        for _n, _ts, key, value in run.annotations():
-            if key == "torch.num_threads":
+        for _n, _ts, key, value in sorted(run.annotations(), key=lambda a: a[1]):
+            if key == "torch.model" and "model" not in obs:  # the first model the job ran
+                model = json.loads(value)
+                obs["model"] = model.get("type")
+                obs["conv2d"] = bool(model.get("conv2d"))
+                obs["channels_last"] = bool(model.get("channels_last"))
+                obs["autocast"] = model.get("autocast", "off")
+                obs["compile"] = model.get("compile", "off")
+            elif key == "torch.num_threads":
                 obs["torch_threads"] = json.loads(value)
             elif key == "torch.num_interop_threads":
                 obs["interop_threads"] = json.loads(value)
@@ -500,8 +507,14 @@ def canonical_values(knobs, base: dict | None) -> dict[str, dict[str, str]]:
         if k.kind != "own":
             continue
         own = K.OWN_KNOBS[k.name]
-        loader = k.name in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-        applies = obs.get("dataloader") if loader else k.name in obs
+        loader = k.name in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
+                            "batch_size")
+        if loader:
+            applies = obs.get("dataloader")
+        elif k.name == "channels_last":
+            applies = obs.get("conv2d")
+        else:
+            applies = k.name in obs
         m = {}
         for v in k.values:
             if v == DEFAULT:

@@ -135,7 +135,8 @@ def _own_knob(name: str, values: list[str]) -> Knob:
             checked.append(K.env_value(K.parse_value(own, v)))
         except ValueError as exc:
             raise UsageError(f"--try {name}: {exc}") from None
-    return Knob(name, _dedupe([DEFAULT, *checked]), "own", env=own.env)
+    return Knob(name, _dedupe([DEFAULT, *checked]), "own", env=own.env,
+                changes_math=own.changes_math)
 
 
 def _knob_from_entry(name: str, entry, command: list[str], option: str) -> Knob:
@@ -180,7 +181,8 @@ def _knob_from_entry(name: str, entry, command: list[str], option: str) -> Knob:
             f"{option}: knob {name!r}: the command has no {placeholder} to replace and it is not "
             f"one of trainprof's own knobs ({', '.join(K.OWN_KNOBS)}); use --env {name}=... for an "
             f"environment variable of the job")
-    knob.changes_math = bool(changes_math) if changes_math is not None else bool(_MATH.search(name))
+    knob.changes_math = bool(changes_math) if changes_math is not None else bool(
+        _MATH.search(name) or knob.changes_math)
     return knob
 
 
@@ -210,6 +212,11 @@ def auto_values(cores: int, gpu: bool) -> dict[str, list[str]]:
     out = {"num_workers": [str(w) for w in workers], "torch_threads": [str(t) for t in threads]}
     if gpu:
         out["pin_memory"] = ["true"]
+    # the model's knobs: run only where the baseline shows they apply (a model; 2-D convolutions
+    # for channels_last), see _tune_results.canonical_values
+    out["channels_last"] = ["true"]
+    out["autocast"] = ["bf16", "fp16"] if gpu else ["bf16"]
+    out["compile"] = ["default"]
     return out
 
 
@@ -305,6 +312,7 @@ def trial_environment(knobs: list[Knob], settings: dict[str, str]) -> dict[str, 
            if not k.startswith("TRAINPROF_TUNE_")
            and k not in ("TRAINPROF_RUN_DIR", "TRAINPROF_SOCKET", "TRAINPROF_NODE",
                          "TRAINPROF_RUN_ID")}
+    env[K.OBSERVE_ENV] = "1"  # the job notes its model (whether the model knobs apply)
     for k in knobs:
         v = settings[k.name]
         if k.kind == "env":

@@ -178,8 +178,8 @@ def test_own_knobs_that_do_not_apply_are_not_run(tmp_path):
     assert doc["best"]["throughput_unit"] == "steps"  # no batch size seen
     assert 80 < doc["best"]["samples_per_second"] <= 101
     effects = {e["knob"]: e["verdict"] for e in doc["effects"]}
-    assert effects == {"num_workers": "does not apply to this job",
-                       "torch_threads": "does not apply to this job"}
+    assert effects == {k: "does not apply to this job" for k in (
+        "num_workers", "torch_threads", "channels_last", "autocast", "compile")}
 
 
 def test_interrupt_then_resume(tmp_path):
@@ -255,3 +255,104 @@ def test_state_of_another_command_is_refused(tmp_path):
     (state / "spec.json").write_text(json.dumps({"fingerprint": "0", "command": ["other"]}))
     proc = tune(state, "--try", "x=1", "--", "true", "{x}")
     assert proc.returncode == 2 and "another command or search space" in proc.stderr
+
+
+MODEL_JOB = """
+import json, os, sys, torch
+from torch.utils.data import DataLoader
+conv = os.environ.get("KIND") == "conv"
+if conv:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.LazyLinear(2))
+    data = [torch.randn(3, 8, 8) for _ in range(8)]
+else:
+    model = torch.nn.Linear(4, 2)
+    data = [torch.randn(4) for _ in range(8)]
+seen = {}
+def hook(mod, args, out):
+    seen["autocast"] = torch.is_autocast_enabled("cpu")
+    seen["autocast_dtype"] = str(torch.get_autocast_dtype("cpu"))
+    seen["out_dtype"] = str(out.dtype)
+    if args[0].dim() == 4:
+        seen["input_channels_last"] = args[0].is_contiguous(memory_format=torch.channels_last)
+model.register_forward_hook(hook)
+loader = DataLoader(data, batch_size=2)
+for x in loader:
+    model(x)
+    seen["batch"] = len(x)
+    break
+w = model[0].weight if conv else model.weight
+print(json.dumps(dict(seen, loader_batch_size=loader.batch_size,
+                      weight_channels_last=w.dim() == 4 and w.is_contiguous(
+                          memory_format=torch.channels_last) and not w.is_contiguous(),
+                      compiled=getattr(model, "_compiled_call_impl", None) is not None)))
+"""
+
+
+def _run_model_job(tmp_path, name, kind, **tune_env):
+    script = tmp_path / "model_job.py"
+    script.write_text(textwrap.dedent(MODEL_JOB))
+    env = dict(os.environ, KIND=kind, TRAINPROF_TUNE_OBSERVE="1",
+               **{f"TRAINPROF_TUNE_{k.upper()}": v for k, v in tune_env.items()})
+    out = tmp_path / name
+    proc = subprocess.run([*trainprof_command(), "record", "--no-gpu", "--out", str(out), "--",
+                           sys.executable, str(script)],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), out, proc.stderr
+
+
+def test_model_knobs_inside_a_recorded_torch_job(tmp_path):
+    from trainprof import _tune_results as TR
+
+    # the job's own view: nothing changed without settings
+    got, run, _ = _run_model_job(tmp_path, "r0", "conv")
+    assert got["autocast"] is False and got["out_dtype"] == "torch.float32"
+    assert got["input_channels_last"] is False and got["weight_channels_last"] is False
+    assert got["compiled"] is False and got["batch"] == 2 and got["loader_batch_size"] == 2
+    obs = TR.observe(run, None)["observed"]
+    assert obs["conv2d"] is True and obs["channels_last"] is False and obs["autocast"] == "off"
+    # channels_last + bf16 autocast + batch size, each seen by the job itself
+    got, run, _ = _run_model_job(tmp_path, "r1", "conv", channels_last="1", autocast="bf16",
+                                 batch_size="4")
+    assert got["autocast"] is True and got["autocast_dtype"] == "torch.bfloat16"
+    assert got["out_dtype"] == "torch.bfloat16"
+    assert got["input_channels_last"] is True and got["weight_channels_last"] is True
+    assert got["batch"] == 4 and got["loader_batch_size"] == 4
+    obs = TR.observe(run, None)["observed"]
+    assert obs["channels_last"] is True and obs["autocast"] == "bf16"
+    # a model without 2-D convolutions: channels_last does not apply and is left alone
+    # (and an invalid value, refused by tune, is ignored with a warning inside the job)
+    got, run, err = _run_model_job(tmp_path, "r2", "linear", channels_last="1", compile="fastest")
+    assert got["weight_channels_last"] is False
+    assert got["compiled"] is False and "not one of" in err
+    obs = TR.observe(run, None)["observed"]
+    assert obs["conv2d"] is False and obs["model"] == "Linear"
+
+
+def test_compile_knob_wraps_the_model(tmp_path):
+    got, run, err = _run_model_job(tmp_path, "c", "linear", compile="default")
+    from trainprof import _tune_results as TR
+
+    assert got["compiled"] is True, err
+    assert TR.observe(run, None)["observed"]["compile"] == "default"
+
+
+def test_model_and_batch_knobs_in_the_space():
+    from trainprof import tune as T
+
+    o = T.parser().parse_args(["--try", "autocast=bf16,fp16", "--try", "batch_size=64",
+                               "--try", "compile=max-autotune", "--no-auto-knobs", "--",
+                               "python", "train.py"])
+    T._check_options(o)
+    knobs = {k.name: k for k in T.build_spec(o).knobs}
+    assert knobs["autocast"].changes_math and knobs["batch_size"].changes_math
+    assert not knobs["compile"].changes_math
+    assert knobs["autocast"].values == ["default", "bf16", "fp16"]
+    env = T.trial_environment(list(knobs.values()),
+                              {"autocast": "bf16", "batch_size": "default", "compile": "default"})
+    assert env["TRAINPROF_TUNE_AUTOCAST"] == "bf16" and env["TRAINPROF_TUNE_OBSERVE"] == "1"
+    assert "TRAINPROF_TUNE_BATCH_SIZE" not in env
+    o = T.parser().parse_args(["--try", "autocast=fp8", "--", "python", "train.py"])
+    with pytest.raises(T.UsageError, match="not one of off, bf16, fp16"):
+        T.build_spec(o)
