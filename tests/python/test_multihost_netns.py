@@ -1,8 +1,9 @@
 """Many nodes on a real distributed engine (issue 20): two hosts made with network namespaces
 (`ip netns` + a veth pair, 10.77.N.1 and 10.77.N.2), a real torch.distributed (gloo, CPU) training
-of two ranks across them, each host under its own `trainprof record` writing into ONE shared run
-directory as a multi-node deployment does (docs/cli.md "Multi-node jobs": same --out, distinct
---node), rank 1 (on host-b) slowed on purpose, and a real Prometheus server (Debian's package)
+of two ranks across them, each host recorded into ONE shared run directory as a multi-node
+deployment does (docs/cli.md "Multi-node jobs": same --out, distinct --node): host-a's rank under
+`trainprof record`, host-b's started as by a scheduler and recorded by `trainprof agent --pid`
+(as deploy/'s DaemonSet and SLURM prolog run it), rank 1 (on host-b) slowed on purpose, and a real Prometheus server (Debian's package)
 scraping each host's /metrics on the host's own address (`--prometheus ADDR:PORT
 --prometheus-allow-remote`; loopback only otherwise).
 
@@ -24,6 +25,7 @@ import sys
 import textwrap
 import time
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
@@ -172,21 +174,42 @@ def test_two_hosts_gloo_training_one_run_directory_straggler_and_prometheus(host
             assert time.monotonic() < deadline, "prometheus did not become ready in 20 s"
             time.sleep(0.3)
 
-        # One `trainprof record` per host, the same run directory, distinct node names.
+        # The same run directory, distinct node names: host-a's rank runs under `trainprof
+        # record`; host-b's is started by someone else (as by a scheduler) with the
+        # instrumentation's environment, and a `trainprof agent --pid` records that host, as the
+        # DaemonSet and the SLURM prolog of docs/deploy.md do.
+        import trainprof
+        from trainprof import _core
+
         for rank, node in enumerate(["host-a", "host-b"]):
             env = dict(os.environ, MASTER_ADDR=h.addr[0], MASTER_PORT="29531", WORLD_SIZE="2",
                        RANK=str(rank), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                        GLOO_SOCKET_IFNAME=h.dev[rank], OMP_NUM_THREADS="1")
-            cmd = [*h.exec(rank), *trainprof_command(), "record", "--out", str(run), "--node", node,
-                   "--interval", "100ms", "--no-gpu", "--live-rules-every", "0",
-                   "--prometheus", f"{h.addr[rank]}:{PROM_PORT}", "--prometheus-allow-remote",
-                   "--", sys.executable, str(script), str(STEPS), str(SLEEP_S)]
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            job = [sys.executable, str(script), str(STEPS), str(SLEEP_S)]
+            endpoint = ["--prometheus", f"{h.addr[rank]}:{PROM_PORT}", "--prometheus-allow-remote"]
+            if node == "host-a":
+                cmd = [*h.exec(rank), *trainprof_command(), "record", "--out", str(run), "--node",
+                       node, "--interval", "100ms", "--no-gpu", "--live-rules-every", "0",
+                       *endpoint, "--", *job]
+                procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True))
+                continue
+            env.update(_core.child_environment(
+                str(run), node=node, package_dir=str(Path(trainprof.__file__).resolve().parent),
+                parent=env))
+            # `ip netns exec` execs the command: the job's pid is this process's
+            job_proc = subprocess.Popen([*h.exec(rank), *job], env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+            procs.append(job_proc)
+            agent = [*h.exec(rank), *trainprof_command(), "agent", "--out", str(run), "--node", node,
+                     "--pid", str(job_proc.pid), "--interval", "100ms", "--no-gpu", *endpoint]
+            procs.append(subprocess.Popen(agent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
         outs = [p.communicate(timeout=120) for p in procs]
         print(f"training across the hosts ended after {time.monotonic() - t0:.1f} s")
         for p, (out, err) in zip(procs, outs):
             assert p.returncode == 0, f"exit {p.returncode}\n{out}\n{err}"
+        outs = outs[:2]  # the two ranks' (record passes its job's stdout through)
         reports = [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
         assert [(r["rank"], r["host"]) for r in reports] == [(0, "host-a"), (1, "host-b")]
         assert reports[1]["slept_s"] >= STEPS * SLEEP_S
@@ -217,8 +240,6 @@ def test_two_hosts_gloo_training_one_run_directory_straggler_and_prometheus(host
             prom_proc.wait()
 
     # The merged run: both hosts, both ranks, each rank on its own host.
-    import trainprof
-
     r = trainprof.open(str(run))
     assert sorted(r.nodes) == ["host-a", "host-b"]
     steps = r.steps().to_pandas()
