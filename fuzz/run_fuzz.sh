@@ -6,7 +6,7 @@
 #   cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
 #     -DTRAINPROF_BUILD_FUZZ=ON -DTRAINPROF_BUILD_TESTS=OFF -DTRAINPROF_BUILD_PYTHON=OFF
 #   cmake --build build/fuzz --target fuzz_kineto_import fuzz_smdebug_import fuzz_json_text \
-#     fuzz_control_message fuzz_store_chunks
+#     fuzz_control_message fuzz_store_chunks fuzz_horovod_import fuzz_store_reader
 set -e
 BUILD=${1:-build/fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-15}
@@ -14,7 +14,8 @@ ARTIFACTS=${FUZZ_ARTIFACTS:-build/fuzz-artifacts}
 HERE=$(dirname "$0")
 mkdir -p "$ARTIFACTS"
 for t in kineto_import:kineto smdebug_import:smdebug json_text:json_text \
-         control_message:control_message store_chunks:store_chunks; do
+         control_message:control_message store_chunks:store_chunks horovod_import:horovod \
+         store_reader:store_reader; do
   name=fuzz_${t%%:*}; corpus=${t##*:}
   work=$(mktemp -d)
   cp -r "$HERE/corpus/$corpus/." "$work/"

@@ -63,7 +63,7 @@ cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPIL
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPROF_BUILD_FUZZ=ON -DTRAINPROF_BUILD_TESTS=OFF \
   -DTRAINPROF_BUILD_PYTHON=OFF >/dev/null
 cmake --build build/fuzz -j"$JOBS" --target fuzz_kineto_import fuzz_smdebug_import fuzz_json_text \
-  fuzz_control_message fuzz_store_chunks >/dev/null
+  fuzz_control_message fuzz_store_chunks fuzz_horovod_import fuzz_store_reader >/dev/null
 FUZZ_SECONDS=$FUZZ_SECONDS sh fuzz/run_fuzz.sh build/fuzz
 
 echo; echo "== the portable build: reader, import, rules, cost and report tests; record needs Linux"
