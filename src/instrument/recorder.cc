@@ -478,6 +478,13 @@ Status DrainLocked(bool final_flush) {
   // next): a fact for the run's data quality and for bench/instrument_overhead.py.
   s.writer->SetMeta("recorder.flush_cpu_ns", std::to_string(s.flush_cpu_ns.load()));
   Status st = s.writer->Flush();
+  // A run directory removed under a running job: SQLite keeps writing into the unlinked file,
+  // so nothing fails; say it once, plainly (the job itself carries on).
+  if (st.ok() && !PathExists(s.writer->path())) {
+    TP_LOG_ONCE(LogLevel::kWarning, "the run directory " + s.options.run_dir +
+                                        " was removed during the run: what this process records"
+                                        " from now on is lost");
+  }
   s.flush_cpu_ns.fetch_add(ThreadCpuNs() - cpu0, std::memory_order_relaxed);
   return st;
 }
