@@ -22,12 +22,13 @@ Recording (see docs/instrumentation.md)::
             ...
     trainprof.mark("download_start")
     trainprof.annotate(batch_size=64)
+    trainprof.log_metric("loss", loss.item())
 """
 
 # The recording API is imported at once: it is small (no NumPy). The reading API (NumPy, the
 # pybind11 extension) loads on first use, so that the startup hook of every process of a
 # recorded job, which imports this package, costs about a millisecond rather than ~50 ms.
-from trainprof._recorder import annotate, flush, mark, span, step, stop
+from trainprof._recorder import annotate, flush, log_metric, mark, span, step, stop
 from trainprof._start import start
 
 _LAZY = {
@@ -78,6 +79,7 @@ __all__ = [
     "__version__",
     "annotate",
     "flush",
+    "log_metric",
     "mark",
     "span",
     "start",

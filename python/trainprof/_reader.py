@@ -384,6 +384,21 @@ class Run:
         """(node, ts_ns, key, value) rows."""
         return self._run.annotations()
 
+    def logged_metric(self, name: str) -> list[tuple[int, float, int | None]]:
+        """The values the job logged with ``trainprof.log_metric(name, v)``: (ts_ns, value,
+        step or None) rows in time order (nan/inf as floats)."""
+        rows = []
+        for _node, ts, key, value in self._run.annotations():
+            if key != "metric." + name:
+                continue
+            try:
+                doc = json.loads(value)
+                rows.append((ts, float(doc["value"]), doc.get("step")))
+            except (ValueError, TypeError, KeyError):
+                continue
+        rows.sort(key=lambda r: r[0])
+        return rows
+
     def latest_timestamp(self) -> int | None:
         """The latest sample or event end in ns, or None (smdebug:
         get_timestamp_of_latest_available_file)."""

@@ -13,6 +13,7 @@ only what it needs (no NumPy, no pandas).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -195,6 +196,44 @@ def annotate(**kv) -> None:
             _rec.annotate(str(key), text)
         except Exception as exc:  # noqa: BLE001
             warn_once("annotate", f"annotate({key}=...) failed: {exc}")
+
+
+MAX_METRIC_POINTS = 100_000  # per name and process; more are dropped (one warning)
+_metric_points: dict = {}
+
+
+def log_metric(name: str, value, step: int | None = None) -> None:
+    """A value the training reports, e.g. ``log_metric("loss", 0.42)``: stored in the run
+    (annotation ``metric.NAME``, with its time and the optional step number) for `trainprof
+    tune`'s loss curves and for ``Run.logged_metric(NAME)``. Cheap; nothing when not recording."""
+    if not S.active:
+        return
+    if not isinstance(name, str) or not name or len(name) > 128:
+        warn_once("log_metric_name", f"log_metric: {name!r} is not a metric name "
+                                     f"(a non-empty string of at most 128 characters)")
+        return
+    try:
+        v = float(value)  # also a 0-d tensor or NumPy scalar
+    except (TypeError, ValueError):
+        warn_once("log_metric_value", f"log_metric({name!r}, {value!r}): not a number")
+        return
+    n = _metric_points.get(name, 0)
+    if n >= MAX_METRIC_POINTS:
+        if n == MAX_METRIC_POINTS:
+            warn_once("log_metric_many", f"log_metric({name!r}): more than {MAX_METRIC_POINTS} "
+                                         f"values; the rest are not stored")
+            _metric_points[name] = n + 1
+        return
+    _metric_points[name] = n + 1
+    import json
+
+    doc = {"value": v if math.isfinite(v) else str(v)}
+    if step is not None:
+        doc["step"] = int(step)
+    try:
+        _rec.annotate("metric." + name, json.dumps(doc))
+    except Exception as exc:  # noqa: BLE001
+        warn_once("log_metric", f"log_metric({name!r}) failed: {exc}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -211,6 +211,10 @@ def observe(run_dir: Path, m: Measure | None) -> dict:
     except Exception:  # noqa: BLE001
         pass
     try:
+        out["logged_loss"] = [v for _ts, v, _step in run.logged_metric("loss")]
+    except Exception:  # noqa: BLE001
+        pass
+    try:
         start = m.start_ns if m is not None and m.steps else None
         end = m.end_ns + 1 if m is not None and m.steps else None
         t = run.system_metrics(start, end, metrics=["process_cpu_utilization_ratio",
@@ -379,7 +383,10 @@ def trial_result(number, settings, status, m: Measure | None, run_dir: Path, log
                  env: list[str], command: list[str], obs: dict) -> dict:
     o = spec.options
     measured = m is not None and m.steps >= 1
-    loss = losses(log_text, o.loss_regex)
+    loss = obs.get("logged_loss") or []  # trainprof.log_metric("loss", v), else the regex
+    loss_source = "log_metric" if loss else "output"
+    if not loss:
+        loss = losses(log_text, o.loss_regex)
     changes_math = any(k.changes_math and settings[k.name] != k.baseline for k in spec.knobs)
     r = {
         "trial": number,
@@ -409,7 +416,7 @@ def trial_result(number, settings, status, m: Measure | None, run_dir: Path, log
         "cpu_cores": obs["cpu_cores"],
         "peak_rss_bytes": obs["peak_rss_bytes"],
         "loss": {"first": loss[0], "last": loss[-1], "count": len(loss),
-                 "values": loss[-MAX_LOSS_VALUES:]} if loss else None,
+                 "values": loss[-MAX_LOSS_VALUES:], "source": loss_source} if loss else None,
         "wall_s": wall_s,
         "startup_s": startup_s,
         "stop_s": stop_s,

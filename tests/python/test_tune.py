@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import re
 import signal
@@ -356,3 +357,46 @@ def test_model_and_batch_knobs_in_the_space():
     o = T.parser().parse_args(["--try", "autocast=fp8", "--", "python", "train.py"])
     with pytest.raises(T.UsageError, match="not one of off, bf16, fp16"):
         T.build_spec(o)
+
+
+LOSS_JOB = """
+import math, sys, time
+import trainprof
+if len(sys.argv) > 2:
+    trainprof.start(out=sys.argv[2])
+scale = float(sys.argv[1])
+for i in range(12):
+    with trainprof.step():
+        time.sleep(0.01)
+    trainprof.log_metric("loss", scale / (i + 1), step=i)
+    print(f"loss=999 (not the logged one)", flush=True)
+trainprof.log_metric("loss", "not a number")
+trainprof.log_metric("acc", float("nan"))
+trainprof.stop() if len(sys.argv) > 2 else None
+"""
+
+
+def test_log_metric_read_back_and_used_for_the_loss_curve(tmp_path):
+    import trainprof
+
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(LOSS_JOB))
+    # under trainprof.start(): read back through the reader, equal to what the job logged
+    proc = subprocess.run([sys.executable, str(job), "2", str(tmp_path / "started")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "not a number" in proc.stderr
+    rows = trainprof.open(str(tmp_path / "started")).logged_metric("loss")
+    assert [(v, s) for _ts, v, s in rows] == [(2 / (i + 1), i) for i in range(12)]
+    assert all(a[0] <= b[0] for a, b in zip(rows, rows[1:]))
+    acc = trainprof.open(str(tmp_path / "started")).logged_metric("acc")
+    assert len(acc) == 1 and math.isnan(acc[0][1])
+    # under tune (record): a knob flagged as changing the math shows the logged loss curve
+    doc = tune_json(tmp_path / "state", "--no-auto-knobs", "--try", "lr=1,3", "--steps", "100",
+                    "--warmup-steps", "2", "--", sys.executable, str(job), "{lr}")
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t
+        scale = t["settings"]["lr"]
+        assert t["loss"]["source"] == "log_metric"
+        assert t["loss"]["values"] == [scale / (i + 1) for i in range(12)]
+        assert t["changes_math"] == (scale != 1)
