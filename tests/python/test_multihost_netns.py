@@ -205,7 +205,9 @@ def test_two_hosts_gloo_training_one_run_directory_straggler_and_prometheus(host
                      "--pid", str(job_proc.pid), "--interval", "100ms", "--no-gpu", *endpoint]
             procs.append(subprocess.Popen(agent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
-        outs = [p.communicate(timeout=120) for p in procs]
+        outs = [procs[0].communicate(timeout=120)]
+        ended = time.time()  # host-a's recorder has served its last scrape
+        outs += [p.communicate(timeout=120) for p in procs[1:]]
         print(f"training across the hosts ended after {time.monotonic() - t0:.1f} s")
         for p, (out, err) in zip(procs, outs):
             assert p.returncode == 0, f"exit {p.returncode}\n{out}\n{err}"
@@ -227,6 +229,24 @@ def test_two_hosts_gloo_training_one_run_directory_straggler_and_prometheus(host
             f"{a}:{PROM_PORT}" for a in h.addr)
         steps = _prom_query(h, prom_base, "max by (node) (max_over_time(trainprof_steps_total[10m]))")
         assert {r["metric"]["node"] for r in steps if float(r["value"][1]) > 0} == {"host-a", "host-b"}, steps
+
+        # The checked-in Grafana dashboard (deploy/grafana) works on this Prometheus: every
+        # expression but the GPU ones (no GPU here) returns series of both hosts, evaluated
+        # while the jobs were still being scraped.
+        from test_deploy import dashboard_exprs
+
+        at = ended - 1.5
+        for expr in dashboard_exprs():
+            q = expr.replace("$__rate_interval", "5s").replace("$node", ".+")
+            doc = json.loads(_in_ns_get(h, 0, f"{prom_base}/api/v1/query?time={at}&query={urllib.parse.quote(q)}"))
+            assert doc["status"] == "success", (expr, doc)
+            result = doc["data"]["result"]
+            if "gpu" in expr:
+                assert result == [], (expr, result)
+                continue
+            nodes = {r["metric"].get("node") for r in result}
+            instances = {r["metric"].get("instance") for r in result}
+            assert nodes >= {"host-a", "host-b"} or len(instances) == 2, (expr, result)
     finally:
         for p in procs:
             if p.poll() is None:
