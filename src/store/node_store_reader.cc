@@ -1,6 +1,7 @@
 #include "store/node_store_reader.h"
 
 #include <algorithm>
+#include <future>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -339,8 +340,6 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
   SqliteStmt& chunks = *lease;
   chunks.Bind(1, after_chunk_id).Bind(2, query.end_ns).Bind(3, query.start_ns);
   int32_t node_code = out->nodes.Code(info_.node);
-  std::vector<EncodedEventView> decoded;
-  std::string raw;  // the decompressed chunk, reused: decoded[i].args view it
   // `out`'s dictionary codes by this store's string id, resolved once per id, not hashed per
   // event (ids are dense indexes into strings_).
   std::vector<int32_t> name_codes, category_codes, mode_codes;
@@ -353,16 +352,37 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
   };
   // Resolve filters to string ids once per chunk batch; -1 marks "any".
   Status status;
-  while (chunks.Step(&status)) {
-    int64_t chunk_id = chunks.Int(0);
-    if (max_chunk_id) *max_chunk_id = std::max(*max_chunk_id, chunk_id);
-    Status s =
-        DecodeEventChunkView(chunks.Blob(2), static_cast<size_t>(chunks.Int(1)), &raw, &decoded);
-    if (!s.ok()) {
-      problems->Add(path_ + ": event chunk " + std::to_string(chunk_id) + ": " + s.message());
-      continue;
+  // Chunk k+1 is decompressed and decoded on a second thread while chunk k's events are kept
+  // here (two cores read a store of several chunks in about the time of the keeping); the first
+  // chunk is decoded on this thread, so a one-chunk store starts no thread. Two chunks in memory.
+  struct Chunk {
+    int64_t id = 0;
+    size_t count = 0;
+    std::string blob;  // copied: stepping the statement invalidates it
+    std::string raw;   // the decompressed chunk, reused: events[i].args view it
+    std::vector<EncodedEventView> events;
+    Status status;
+    void Decode() { status = DecodeEventChunkView(blob, count, &raw, &events); }
+  };
+  Chunk slots[2];
+  Chunk* cur = &slots[0];
+  Chunk* next = &slots[1];
+  auto fetch = [&](Chunk* c) {
+    if (!chunks.Step(&status)) return false;
+    c->id = chunks.Int(0);
+    c->count = static_cast<size_t>(chunks.Int(1));
+    c->blob.assign(chunks.Blob(2));
+    return true;
+  };
+  auto keep = [&](const Chunk& c) {
+    if (max_chunk_id) *max_chunk_id = std::max(*max_chunk_id, c.id);
+    const int64_t chunk_id = c.id;
+    if (!c.status.ok()) {
+      problems->Add(path_ + ": event chunk " + std::to_string(chunk_id) + ": " +
+                    c.status.message());
+      return;
     }
-    for (const EncodedEventView& e : decoded) {
+    for (const EncodedEventView& e : c.events) {
       int64_t end = e.start_ns + std::max<int64_t>(0, e.duration_ns);
       if (!(e.start_ns < query.end_ns && end >= query.start_ns)) continue;
       const std::string* name = StringById(e.name_id);
@@ -390,6 +410,17 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
       out->duration_ns.push_back(e.duration_ns);
       out->args.emplace_back(e.args);
     }
+  };
+  bool more = fetch(cur);
+  if (more) cur->Decode();
+  while (more) {
+    const bool more_next = fetch(next);
+    std::future<void> decoding;
+    if (more_next) decoding = std::async(std::launch::async, [next] { next->Decode(); });
+    keep(*cur);
+    if (decoding.valid()) decoding.get();
+    std::swap(cur, next);
+    more = more_next;
   }
   if (!status.ok()) problems->Add(status.message());
   return OkStatus();
