@@ -1,7 +1,7 @@
 """`trainprof fleet` and `trainprof export parquet`: spend across many runs, and runs as Parquet
 (docs/fleet.md).
 
-    trainprof fleet RUNS... [--json | --csv FILE | --parquet DIR] [--instance-type T]
+    trainprof fleet RUNS... [--json | --csv FILE | --parquet DIR | --html FILE] [--instance-type T]
     trainprof export parquet RUNS... --out DIR
 
 RUNS are run directories, directories holding runs (searched 3 levels deep), globs, and object
@@ -778,6 +778,7 @@ def aggregate(rows: list[RunRow], top: int = 10, cur: dict | None = None) -> dic
     day: dict = {}
     week: dict = {}
     itype: dict = {}
+    day_itype: dict = {}
     savings: dict = {}
     idle = 0.0
     idle_runs = 0
@@ -802,6 +803,9 @@ def aggregate(rows: list[RunRow], top: int = 10, cur: dict | None = None) -> dic
             v = d.setdefault(key, [0.0, 0])
             v[0] += r.total_cost_usd
             v[1] += 1
+        v = day_itype.setdefault((_day(r.start_ns), r.instance_type), [0.0, 0])
+        v[0] += r.total_cost_usd
+        v[1] += 1
         if r.idle_cost_usd is not None:
             idle += r.idle_cost_usd
             idle_runs += 1
@@ -847,6 +851,8 @@ def aggregate(rows: list[RunRow], top: int = 10, cur: dict | None = None) -> dic
         "by_instance_type": _ranked(itype, "instance_type"),
         "by_day": sorted(_ranked(day, "day"), key=lambda r: r["day"]),
         "by_week": sorted(_ranked(week, "week"), key=lambda r: r["week"]),
+        "by_day_instance_type": [{"day": k[0], "instance_type": k[1], "cost_usd": v[0],
+                                  "runs": v[1]} for k, v in sorted(day_itype.items())],
         "period": period,
         "savings": sorted(({"what": k, "title": v[2], "runs": v[1], "saving_usd": v[0],
                             "saving_usd_per_month": v[0] * month if month else None}
@@ -858,13 +864,25 @@ def aggregate(rows: list[RunRow], top: int = 10, cur: dict | None = None) -> dic
             "runs": [{"run": r.location, "job": r.job, **r.warm_pool} for r in warm],
         },
         "top_runs": [{"run": r.location, "name": r.name, "instance_type": r.instance_type,
-                      "total_cost_usd": r.total_cost_usd}
+                      "total_cost_usd": r.total_cost_usd, "idle_cost_usd": r.idle_cost_usd,
+                      "idle_share": (r.idle_cost_usd / r.total_cost_usd
+                                     if r.idle_cost_usd is not None and r.total_cost_usd
+                                     else None),
+                      "report": _report_of(r.location)}
                      for r in sorted(priced, key=lambda r: -r.total_cost_usd)[:top]],
         "unpriced": [{"run": r.location, "why": r.cost_error} for r in rows if not r.priced],
     }
     if billed_other is not None:
         out["billed_other_jobs"] = billed_other
     return out
+
+
+def _report_of(location: str) -> str | None:
+    """The run's report.html (path), when a local run has one."""
+    if not location or is_url(location):
+        return None
+    f = Path(location) / "report.html"
+    return str(f.resolve()) if f.is_file() else None
 
 
 def _usd(x) -> str:
@@ -1064,6 +1082,8 @@ def fleet_main(argv: list[str]) -> int:
     out.add_argument("--csv", metavar="FILE", help="write the groups as CSV ('-': stdout)")
     out.add_argument("--parquet", metavar="DIR",
                      help="write runs/usage/phases/what_ifs .parquet into DIR (or a URL)")
+    out.add_argument("--html", metavar="FILE",
+                     help="write the fleet page (one self-contained HTML file; or a URL)")
     ap.add_argument("--instance-type", default="",
                     help="price the runs that have no price otherwise (no instance type named or "
                          "detected) as this type")
@@ -1103,6 +1123,13 @@ def fleet_main(argv: list[str]) -> int:
                 write_csv(agg, f)
     elif a.parquet:
         write_fleet_parquet(rows, a.parquet)
+    elif a.html:
+        from trainprof._fleet_page import render_html
+        page = render_html(agg).encode()
+        if is_url(a.html):
+            Store(a.html).write(a.html, page)
+        else:
+            Path(a.html).write_bytes(page)
     else:
         sys.stdout.write(render_text(agg))
     return 0

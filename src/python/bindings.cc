@@ -21,6 +21,7 @@
 #include "collect/metric_catalog.h"
 #include "model/data_quality.h"
 #include "model/run_metadata.h"
+#include "report/report_assets.h"
 #include "store/run_directory.h"
 #include "store/run_reader.h"
 #include "trainprof/version.h"
@@ -492,6 +493,20 @@ class TrainprofError(Exception):
       },
       "Every metric the samplers (and importers) store: name, unit, kind, device, source, help "
       "(docs/metrics.md).");
+
+  m.def(
+      "report_assets",
+      [] {
+        namespace a = report::assets;
+        py::dict d;
+        d["dygraphs_js"] = std::string(a::kDygraphsJs);
+        d["dygraphs_css"] = std::string(a::kDygraphsCss);
+        d["dygraphs_notice"] = std::string(a::kDygraphsNotice);
+        d["charts_js"] = std::string(a::kChartsJs);
+        return d;
+      },
+      "The report's embedded chart assets (dygraphs, its notice and the shared charts.js), for "
+      "pages built in Python (the fleet page).");
 
   m.def(
       "run_cli",

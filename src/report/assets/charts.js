@@ -1,6 +1,6 @@
 // trainprof's chart layer, shared by the HTML report and the live dashboard (serve): draws
-// chart specs -- {"kind": "band" | "hist" | "heatmap", ...} with data computed in C++ -- with
-// dygraphs. Text from traces is escaped before it reaches any API that writes HTML (dygraphs'
+// chart specs -- {"kind": "band" | "hist" | "heatmap" | "stack", ...} with data computed in C++
+// -- with dygraphs. Text from traces is escaped before it reaches any API that writes HTML (dygraphs'
 // legend uses innerHTML). Exposes window.tpCharts = {draw, fmt, esc}.
 (function () {
   "use strict";
@@ -23,6 +23,7 @@
     }
     if (unit === "ms") return v >= 100 ? v.toFixed(0) + " ms" : v.toFixed(2) + " ms";
     if (unit === "watts") return v.toFixed(0) + " W";
+    if (unit === "usd") return "$" + v.toFixed(2);
     if (unit === "cores") return v.toFixed(2) + " cores";
     return String(Math.round(v * 1000) / 1000);
   }
@@ -68,10 +69,12 @@
     opts.customBars = true;
     opts.connectSeparatedPoints = true;
     opts.labels = labels;
-    if (hasMarkers) {
-      labels.push("outlier");
-      opts.series = { outlier: { strokeWidth: 0, drawPoints: true, pointSize: 4, color: "#d62728",
-                                 connectSeparatedPoints: false } };
+    if (hasMarkers) {  // spec.markerLabel names them (default "outlier")
+      var ml = esc(spec.markerLabel || "outlier");
+      labels.push(ml);
+      opts.series = {};
+      opts.series[ml] = { strokeWidth: 0, drawPoints: true, pointSize: 4, color: "#d62728",
+                          connectSeparatedPoints: false };
     }
     var threshold = spec.threshold, hl = spec.highlight;
     if (threshold !== undefined && threshold !== null || hl) {
@@ -161,7 +164,23 @@
     canvas.addEventListener("mouseleave", function () { tip.style.display = "none"; });
   }
 
-  var kinds = { band: drawBand, hist: drawHist, heatmap: drawHeatmap };
+  // Stacked steps, one series per label, on shared times (spec.x: seconds; spec.series: [{label,
+  // y}]): the fleet page's spend per day by instance type.
+  function drawStack(el, spec) {
+    if (!spec.x.length) { el.textContent = "n/a: no values"; return; }
+    var data = spec.x.map(function (x, i) {
+      return [new Date(x * 1000)].concat(spec.series.map(function (s) { return s.y[i]; }));
+    });
+    var opts = common(spec.unit);
+    opts.labels = ["time"].concat(spec.series.map(function (s) { return esc(s.label); }));
+    opts.stackedGraph = true;
+    opts.stepPlot = true;
+    opts.fillGraph = true;
+    opts.includeZero = true;
+    new Dygraph(el, data, opts);
+  }
+
+  var kinds = { band: drawBand, hist: drawHist, heatmap: drawHeatmap, stack: drawStack };
 
   // Draws `spec` into `el` (replacing what was there); a chart that cannot be drawn says so.
   function draw(el, spec) {
