@@ -39,6 +39,7 @@ class _A:
     cuda_start = None
     cuda_pending: list = []
     loaders_seen = 0
+    graphs = 0  # graphs torch.compile (dynamo) had compiled at the end of the previous step
     threads_noted = False  # torch's thread counts annotated (at the first training step)
 
 
@@ -81,8 +82,28 @@ def _close_train_step(end: int) -> None:
     if not A.step_open:
         return
     A.step_open = False
+    _note_compiles(A.step_start, end)
     R.end_step(A.step_start, end, '{"micro_batches":%d}' % A.micro_batches)
     _cuda_step_end(A.step_start)
+
+
+def _note_compiles(start: int, end: int) -> None:
+    """torch.compile: when dynamo compiled new graphs during this step (its counter of unique
+    graphs grew), a span over the step, category "compile": named "compile" for the first graphs,
+    "recompile" after (a new shape, a guard that failed), with the new and total graph counts.
+    Only when dynamo is already loaded (never imported here); one dict lookup a step."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return
+    try:
+        n = int(utils.counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001 - another torch's counters: no compile events
+        return
+    if n > A.graphs:
+        name = "compile" if A.graphs == 0 else "recompile"
+        R.record_span(name, "compile", start, end,
+                      args='{"new_graphs":%d,"graphs":%d}' % (n - A.graphs, n))
+    A.graphs = n
 
 
 def _flush_pending_wait(step=R.CURRENT, mode=R.CURRENT) -> None:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "collect/metric_catalog.h"
@@ -108,6 +109,11 @@ StatusOr<json> OverviewJson(const IndexedRun& run, store::RunReader& reader,
   return j;
 }
 
+json RunInfoJson(const IndexedRun& run, store::RunReader& reader, int64_t now_ns) {
+  return {{"run", RunRowJson(run, reader, now_ns)},
+          {"command", model::RedactCommand(reader.metadata().command)}};
+}
+
 StatusOr<json> SeriesListJson(store::RunReader& reader) {
   TP_ASSIGN_OR_RETURN(auto series, reader.ListSeries());
   json out = json::array();
@@ -136,13 +142,29 @@ StatusOr<json> MetricJson(store::RunReader& reader, const Params& params) {
   if (auto s = IntParam(params, "start")) q.start_ns = *s;
   if (auto e = IntParam(params, "end")) q.end_ns = *e;
   TP_ASSIGN_OR_RETURN(store::MetricTable t, reader.SystemMetrics(q));
-  // Split by (node, device); the table is in time order within each series.
-  std::map<std::pair<int32_t, int32_t>, std::pair<std::vector<int64_t>, std::vector<double>>> by;
+  // Split by (node, device): one pass that looks the series up only when the key changes (the
+  // table comes in runs of one series), columns reserved, sorted only if out of order (series
+  // from several stores may interleave). A 24-hour, 100 ms GPU chart is 8 x 864 000 samples.
+  struct Cols {
+    std::vector<int64_t> ts;
+    std::vector<double> vs;
+  };
+  std::map<std::pair<int32_t, int32_t>, Cols> by;
   int64_t lo = store::kMaxTime, hi = store::kMinTime;
+  Cols* cur = nullptr;
+  std::pair<int32_t, int32_t> cur_key{-1, -1};
   for (size_t i = 0; i < t.size(); ++i) {
-    auto& [ts, vs] = by[{t.node[i], t.device[i]}];
-    ts.push_back(t.timestamp_ns[i]);
-    vs.push_back(t.value[i]);
+    const std::pair<int32_t, int32_t> key{t.node[i], t.device[i]};
+    if (cur == nullptr || key != cur_key) {
+      cur = &by[key];
+      cur_key = key;
+      if (cur->ts.empty()) {
+        cur->ts.reserve(t.size() / 4 + 16);
+        cur->vs.reserve(t.size() / 4 + 16);
+      }
+    }
+    cur->ts.push_back(t.timestamp_ns[i]);
+    cur->vs.push_back(t.value[i]);
     lo = std::min(lo, t.timestamp_ns[i]);
     hi = std::max(hi, t.timestamp_ns[i]);
   }
@@ -151,22 +173,26 @@ StatusOr<json> MetricJson(store::RunReader& reader, const Params& params) {
   const int points = Points(params);
   json series = json::array();
   for (auto& [key, cols] : by) {
-    std::vector<int64_t> ts;
-    std::vector<double> vs;
-    // Sort by time (series from several stores may interleave).
-    std::vector<size_t> order(cols.first.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return cols.first[a] < cols.first[b]; });
-    for (size_t i : order) {
-      ts.push_back(cols.first[i]);
-      vs.push_back(cols.second[i]);
+    if (!std::is_sorted(cols.ts.begin(), cols.ts.end())) {
+      std::vector<size_t> order(cols.ts.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return cols.ts[a] < cols.ts[b]; });
+      Cols sorted;
+      sorted.ts.reserve(order.size());
+      sorted.vs.reserve(order.size());
+      for (size_t i : order) {
+        sorted.ts.push_back(cols.ts[i]);
+        sorted.vs.push_back(cols.vs[i]);
+      }
+      cols = std::move(sorted);
     }
-    report::Band band = report::Downsample(ts.data(), vs.data(), ts.size(), start, end, points);
+    report::Band band =
+        report::Downsample(cols.ts.data(), cols.vs.data(), cols.ts.size(), start, end, points);
     json s = report::BandToJson(band);
     s["node"] = t.nodes.at(key.first);
     s["device"] = t.devices.at(key.second);
-    s["samples"] = ts.size();
+    s["samples"] = cols.ts.size();
     series.push_back(std::move(s));
   }
   const collect::MetricSpec* spec = collect::FindMetric(metric->second);
@@ -221,11 +247,28 @@ StatusOr<json> StepsJson(store::RunReader& reader, const Params& params) {
     shares[names[k]] = total > 0 ? json(static_cast<double>(parts[k]) / static_cast<double>(total))
                                  : json(nullptr);
   }
-  return json{{"mode", mode_filter},
-              {"steps", count},
-              {"unit", "ms"},
-              {"series", series},
-              {"shares", shares}};
+  // torch.compile's compile and recompile events (python/trainprof/_auto.py), each the span of
+  // the step in which dynamo compiled new graphs.
+  store::EventQuery eq;
+  eq.categories = {"compile"};
+  TP_ASSIGN_OR_RETURN(store::EventTable ev, reader.Events(eq));
+  json compiles = json::array();
+  for (size_t i = 0; i < ev.size() && i < kMaxCompiles; ++i) {
+    json c = {{"node", ev.nodes.at(ev.node[i])},
+              {"name", ev.names.at(ev.name[i])},
+              {"step", ev.step[i] == model::kMissing ? json(nullptr) : json(ev.step[i])},
+              {"start_ns", ev.start_ns[i]},
+              {"duration_ns", ev.duration_ns[i]},
+              {"new_graphs", nullptr}};
+    const json args = json::parse(ev.args[i], nullptr, /*allow_exceptions=*/false);
+    if (args.is_object() && args.contains("new_graphs") && args["new_graphs"].is_number()) {
+      c["new_graphs"] = args["new_graphs"];
+    }
+    compiles.push_back(std::move(c));
+  }
+  return json{{"mode", mode_filter},        {"steps", count},   {"unit", "ms"},
+              {"series", series},           {"shares", shares}, {"compiles", compiles},
+              {"compiles_total", ev.size()}};
 }
 
 StatusOr<json> EventsJson(store::RunReader& reader, const Params& params) {
@@ -250,6 +293,76 @@ StatusOr<json> EventsJson(store::RunReader& reader, const Params& params) {
   return json{{"events", events},
               {"truncated", static_cast<int64_t>(t.size()) > limit},
               {"total", t.size()}};
+}
+
+StatusOr<json> ProcessesJson(store::RunReader& reader) {
+  // The process tree's totals per node: the newest sample of each, and the largest.
+  static constexpr std::string_view kTree[] = {
+      collect::metric::kProcessCpu,     collect::metric::kProcessRss,
+      collect::metric::kProcessRead,    collect::metric::kProcessWrite,
+      collect::metric::kProcessThreads, collect::metric::kProcessCount};
+  std::map<std::string, json> nodes;
+  store::MetricQuery q;
+  for (std::string_view m : kTree) q.metrics.emplace_back(m);
+  TP_ASSIGN_OR_RETURN(store::MetricTable t, reader.SystemMetrics(q));
+  struct Newest {
+    int64_t ts;
+    double value, max;
+  };
+  std::map<std::pair<int32_t, int32_t>, Newest> newest;
+  for (size_t i = 0; i < t.size(); ++i) {
+    auto [it, added] = newest.try_emplace({t.node[i], t.metric[i]},
+                                          Newest{t.timestamp_ns[i], t.value[i], t.value[i]});
+    if (added) continue;
+    if (t.timestamp_ns[i] >= it->second.ts)
+      it->second = {t.timestamp_ns[i], t.value[i], it->second.max};
+    it->second.max = std::max(it->second.max, t.value[i]);
+  }
+  for (const auto& [key, v] : newest) {
+    json& n = nodes[t.nodes.at(key.first)];
+    n["tree"][t.metrics.at(key.second)] = v.value;
+    n["tree_max"][t.metrics.at(key.second)] = v.max;
+    n["tree"]["ts_ns"] = std::max(n["tree"].value("ts_ns", int64_t{0}), v.ts);
+  }
+  // The processes that wrote events (the instrumented training processes and their data-loader
+  // workers), by pid: what the store knows per process.
+  store::EventQuery eq;
+  eq.categories = {"step", "dataloader"};
+  TP_ASSIGN_OR_RETURN(store::EventTable ev, reader.Events(eq));
+  struct Proc {
+    int64_t steps = 0, batches = 0, first = store::kMaxTime, last = store::kMinTime;
+    std::set<int64_t> ranks;
+  };
+  std::map<std::pair<std::string, int64_t>, Proc> procs;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    if (ev.pid[i] == model::kMissing) continue;
+    auto key = std::make_pair(ev.nodes.at(ev.node[i]), ev.pid[i]);
+    if (procs.size() >= kMaxProcesses && !procs.count(key)) continue;
+    Proc& p = procs[key];
+    (ev.categories.at(ev.category[i]) == "step" ? p.steps : p.batches) += 1;
+    p.first = std::min(p.first, ev.start_ns[i]);
+    p.last = std::max(p.last, ev.start_ns[i] + ev.duration_ns[i]);
+    if (ev.rank[i] != model::kMissing) p.ranks.insert(ev.rank[i]);
+  }
+  for (const auto& [key, p] : procs) {
+    json& n = nodes[key.first];
+    if (!n.contains("processes")) n["processes"] = json::array();
+    n["processes"].push_back({{"pid", key.second},
+                              {"role", p.steps > 0 ? "training" : "data-loader worker"},
+                              {"ranks", p.ranks},
+                              {"steps", p.steps},
+                              {"batches", p.batches},
+                              {"first_ns", p.first},
+                              {"last_ns", p.last}});
+  }
+  json out = json::array();
+  for (auto& [name, n] : nodes) {
+    n["node"] = name;
+    if (!n.contains("tree")) n["tree"] = n["tree_max"] = nullptr;
+    if (!n.contains("processes")) n["processes"] = json::array();
+    out.push_back(std::move(n));
+  }
+  return json{{"command", model::RedactCommand(reader.metadata().command)}, {"nodes", out}};
 }
 
 StatusOr<std::optional<int64_t>> Latest(store::RunReader& reader) {

@@ -22,6 +22,8 @@ namespace trainprof::serve {
 inline constexpr int kMaxPoints = 4000;
 inline constexpr int kDefaultPoints = 600;
 inline constexpr int64_t kMaxEvents = 20000;
+inline constexpr size_t kMaxProcesses = 1000;  // processes listed per run by /processes
+inline constexpr size_t kMaxCompiles = 1000;   // compile events listed by /steps
 // A run with no end recorded whose newest data is older than this is not "running".
 inline constexpr int64_t kRunningWithinNs = 30'000'000'000;
 
@@ -37,6 +39,9 @@ nlohmann::json RunsJson(RunIndex& index, int64_t now_ns);
 // phases, cost), plus the row above and the run's newest timestamp.
 StatusOr<nlohmann::json> OverviewJson(const IndexedRun& run, store::RunReader& reader,
                                       const report::BuildOptions& build, int64_t now_ns);
+// What every page of a run shows at its top, without building the report (cheap on a 24-hour
+// run): {"run": the row above, "command": [...] (secrets redacted)}.
+nlohmann::json RunInfoJson(const IndexedRun& run, store::RunReader& reader, int64_t now_ns);
 // Series stored: [{"node", "metric", "device", "count", "first_ns", "last_ns"}].
 StatusOr<nlohmann::json> SeriesListJson(store::RunReader& reader);
 // One chart's data: metric= (required), node=, device= (repeatable), start=, end= (ns),
@@ -44,11 +49,21 @@ StatusOr<nlohmann::json> SeriesListJson(store::RunReader& reader);
 // [{"node", "device", "ts_ns", "min", "mean", "max"}]}.
 StatusOr<nlohmann::json> MetricJson(store::RunReader& reader, const Params& params);
 // Step times per (node, rank, pid, mode), bucketed: {"series": [{"label", "ts_ns", "min",
-// "mean", "max"}], "parts": {data_wait/forward/backward/optimizer shares}, "steps": count}.
+// "mean", "max"}], "parts": {data_wait/forward/backward/optimizer shares}, "steps": count,
+// "compiles": [{"node", "name" (compile / recompile), "step", "start_ns", "duration_ns",
+// "new_graphs"}] (at most kMaxCompiles), "compiles_total"}.
 StatusOr<nlohmann::json> StepsJson(store::RunReader& reader, const Params& params);
 // Events overlapping [start, end) (category=, limit= <= kMaxEvents): {"events": [...],
 // "truncated": bool}.
 StatusOr<nlohmann::json> EventsJson(store::RunReader& reader, const Params& params);
+// The processes per node, as far as the store knows them: the process tree's totals (newest
+// sample, and the largest in "tree_max", of process_cpu_utilization_ratio,
+// process_resident_memory_bytes, process_threads, process_count, ...: the recorder sums the tree,
+// it keeps no per-process usage) and the pids that wrote steps (training processes) or data-loader
+// batches (their workers), with ranks, counts and first/last times: {"command", "nodes": [{"node",
+// "tree": {...} | null, "tree_max": {...} | null, "processes": [{"pid", "role", "ranks", "steps",
+// "batches", "first_ns", "last_ns"}]}]}.
+StatusOr<nlohmann::json> ProcessesJson(store::RunReader& reader);
 // The newest timestamp of the run (what the live stream watches), null when empty.
 StatusOr<std::optional<int64_t>> Latest(store::RunReader& reader);
 

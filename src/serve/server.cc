@@ -15,6 +15,7 @@
 #include "base/time.h"
 #include "report/report_assets.h"
 #include "serve/api.h"
+#include "serve/fleet_api.h"
 #include "store/run_reader.h"
 
 namespace trainprof::serve {
@@ -29,6 +30,8 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kIdPattern = "([0-9a-f]{16})";
+constexpr size_t kCacheEntries = 512;
+constexpr int64_t kCacheMaxAgeNs = 5'000'000'000;
 
 void Json(httplib::Response& res, const json& j, int status = 200) {
   res.status = status;
@@ -116,6 +119,26 @@ Server::Server(ServeOptions options)
 
 Server::~Server() { Stop(); }
 
+StatusOr<Server::RunVersion> Server::VersionOf(const std::string& dir) {
+  std::shared_ptr<Watched> w;
+  {
+    std::lock_guard<std::mutex> lock(watched_mu_);
+    auto& slot = watched_[dir];
+    if (!slot) slot = std::make_shared<Watched>();
+    w = slot;
+  }
+  std::lock_guard<std::mutex> lock(w->mu);
+  const int64_t now = MonotonicNowNs();
+  if (w->reader && now - w->checked_ns < options_.stream_poll_ns) return w->version;
+  if (!w->reader) {
+    TP_ASSIGN_OR_RETURN(w->reader, store::RunReader::Open(dir));
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> latest, Latest(*w->reader));
+  w->version = {latest, w->reader->metadata().exit_status.has_value()};
+  w->checked_ns = now;
+  return w->version;
+}
+
 StatusOr<std::unique_ptr<Server>> Server::Start(ServeOptions options) {
   TP_ASSIGN_OR_RETURN(ListenAddress addr, ParseAddress(options.address));
   if (!IsLoopback(addr.host) && options.token.empty()) options.token = NewToken();
@@ -125,7 +148,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(ServeOptions options) {
   (void)s->index_.Rescan();
   s->Routes();
   httplib::Server& h = *s->http_;
-  const int workers = std::max(s->options_.max_streams + 4, s->options_.worker_threads);
+  const int workers = std::max(s->options_.max_streams + 32, s->options_.worker_threads);
   h.new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
   h.set_payload_max_length(16 * 1024);
   h.set_read_timeout(5, 0);
@@ -196,12 +219,15 @@ void Server::Routes() {
   asset("/assets/dygraph.min.css", report::assets::kDygraphsCss, "text/css");
   asset("/assets/dygraphs-LICENSE.txt", report::assets::kDygraphsNotice, "text/plain");
 
+  AddFleetRoute(h, options_.roots, options_.fleet_command);
   h.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
     (void)index_.Rescan(2'000'000'000);
     Json(res, RunsJson(index_, WallNowNs()));
   });
 
-  // /api/runs/<id>[/<what>]: the run is looked up by id only.
+  // /api/runs/<id>[/<what>]: the run is looked up by id only. Answers are cached per run and
+  // request while the run's newest data is unchanged: 50 pages on a live run cost one
+  // computation of each answer per new sample, not fifty.
   auto with_run = [this](const std::string& pattern, auto handler) {
     http_->Get(pattern, [this, handler](const httplib::Request& req, httplib::Response& res) {
       auto run = index_.Find(req.matches[1]);
@@ -210,20 +236,52 @@ void Server::Routes() {
         run = index_.Find(req.matches[1]);
       }
       if (!run) return Error(res, 404, "no such run");
-      auto reader = store::RunReader::Open(run->dir);
-      if (!reader.ok()) return Error(res, 500, reader.status().message());
-      auto body = handler(*run, **reader, ParamsOf(req));
-      if (!body.ok()) {
-        return Error(res, body.status().code() == StatusCode::kInvalidArgument ? 400 : 500,
-                     body.status().message());
+      auto version = VersionOf(run->dir);
+      if (!version.ok()) return Error(res, 500, version.status().message());
+      std::string key = run->dir + '\n' + req.path;
+      for (const auto& [k, v] : req.params) {
+        if (k != "token") key += '\n' + k + '=' + v;
       }
-      Json(res, *body);
+      std::shared_ptr<Cached> entry;
+      {
+        std::lock_guard<std::mutex> lock(cache_mu_);
+        if (cache_.size() >= kCacheEntries && !cache_.count(key)) cache_.clear();
+        auto& slot = cache_[key];
+        if (!slot) slot = std::make_shared<Cached>();
+        entry = slot;
+      }
+      std::lock_guard<std::mutex> lock(entry->mu);
+      const int64_t now = MonotonicNowNs();
+      if (entry->status == 0 || !(entry->version == *version) ||
+          now - entry->made_ns > kCacheMaxAgeNs) {
+        auto reader = store::RunReader::Open(run->dir);
+        if (!reader.ok()) return Error(res, 500, reader.status().message());
+        auto body = handler(*run, **reader, ParamsOf(req));
+        if (body.ok()) {
+          entry->status = 200;
+          entry->body = DumpJson(*body);
+        } else {
+          entry->status = body.status().code() == StatusCode::kInvalidArgument ? 400 : 500;
+          entry->body = DumpJson(json{{"error", body.status().message()}});
+        }
+        entry->version = *version;
+        entry->made_ns = now;
+      }
+      res.status = entry->status;
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(entry->body, "application/json");
     });
   };
   with_run(std::string("/api/runs/") + kIdPattern,
            [this](const IndexedRun& run, store::RunReader& r, const Params&) {
              return OverviewJson(run, r, options_.build, WallNowNs());
            });
+  with_run(std::string("/api/runs/") + kIdPattern + "/info",
+           [](const IndexedRun& run, store::RunReader& r, const Params&) -> StatusOr<json> {
+             return RunInfoJson(run, r, WallNowNs());
+           });
+  with_run(std::string("/api/runs/") + kIdPattern + "/processes",
+           [](const IndexedRun&, store::RunReader& r, const Params&) { return ProcessesJson(r); });
   with_run(std::string("/api/runs/") + kIdPattern + "/series",
            [](const IndexedRun&, store::RunReader& r, const Params&) { return SeriesListJson(r); });
   with_run(
@@ -247,8 +305,7 @@ void Server::Routes() {
             return Error(res, 503, "too many live streams");
           }
           struct State {
-            std::unique_ptr<store::RunReader> reader;
-            std::optional<int64_t> sent;
+            std::optional<RunVersion> sent;
             int64_t started = MonotonicNowNs(), last_write = 0;
             bool first = true;
           };
@@ -264,17 +321,14 @@ void Server::Routes() {
                 }
                 if (!state->first) SleepNs(options_.stream_poll_ns);
                 state->first = false;
-                if (!state->reader) {
-                  auto r = store::RunReader::Open(dir);
-                  if (!r.ok()) return false;
-                  state->reader = std::move(*r);
-                }
-                auto latest = Latest(*state->reader);
+                auto version = VersionOf(dir);
+                if (!version.ok()) return false;
                 std::string msg;
-                if (latest.ok() && *latest != state->sent) {
-                  state->sent = *latest;
-                  const json ev = {{"latest_ns", *latest ? json(**latest) : json(nullptr)},
-                                   {"finished", state->reader->metadata().exit_status.has_value()}};
+                if (state->sent != *version) {
+                  state->sent = *version;
+                  const json ev = {
+                      {"latest_ns", version->latest ? json(*version->latest) : json(nullptr)},
+                      {"finished", version->finished}};
                   msg = "event: update\ndata: " + DumpJson(ev) + "\n\n";
                 } else if (MonotonicNowNs() - state->last_write > 10'000'000'000) {
                   msg = ": alive\n\n";

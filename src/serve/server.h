@@ -10,7 +10,10 @@
 // Threads: Start() returns once listening; requests run on the server's worker threads.
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "base/status.h"
 #include "report/report_model.h"
 #include "serve/run_index.h"
+#include "store/run_reader.h"
 
 namespace httplib {
 class Server;
@@ -32,10 +36,14 @@ struct ServeOptions {
   std::string address = kDefaultAddress;  // host:port; port 0 picks a free one
   std::string token;                      // required on every request when not empty
   report::BuildOptions build;             // how the overview's report model is made
-  int worker_threads = 8;
-  int max_streams = 16;  // live (server-sent events) connections at once
+  // Worker threads: each open connection (keep-alive) or live stream holds one; at least
+  // max_streams + 32. Connections beyond wait in the queue.
+  int worker_threads = 96;
+  int max_streams = 64;  // live (server-sent events) connections at once
   int64_t stream_poll_ns = 250'000'000;
   int64_t stream_max_ns = 3600'000'000'000;  // a stream ends after this; the page reconnects
+  // argv of the fleet view before its runs (fleet_api.h); empty: /api/fleet answers 503.
+  std::vector<std::string> fleet_command;
 };
 
 struct ListenAddress {
@@ -61,6 +69,35 @@ class Server {
  private:
   explicit Server(ServeOptions options);
   void Routes();
+
+  // What a run's answers depend on: its newest timestamp and whether it ended. Read from one
+  // shared reader per run at most every stream_poll_ns, however many clients ask.
+  struct RunVersion {
+    std::optional<int64_t> latest;
+    bool finished = false;
+    bool operator==(const RunVersion&) const = default;
+  };
+  StatusOr<RunVersion> VersionOf(const std::string& dir);
+  struct Watched {
+    std::mutex mu;
+    std::unique_ptr<store::RunReader> reader;
+    int64_t checked_ns = 0;
+    RunVersion version;
+  };
+  std::mutex watched_mu_;
+  std::map<std::string, std::shared_ptr<Watched>> watched_;
+  // Answers already computed, by run and request (path and query), valid while the run's
+  // version is the same and for at most kCacheMaxAgeNs (a status depends on the clock). One
+  // client computes an answer; the others asking at the same time wait for it.
+  struct Cached {
+    std::mutex mu;
+    RunVersion version;
+    int64_t made_ns = 0;
+    int status = 0;
+    std::string body;
+  };
+  std::mutex cache_mu_;
+  std::map<std::string, std::shared_ptr<Cached>> cache_;
 
   ServeOptions options_;
   RunIndex index_;

@@ -45,21 +45,34 @@
   }
   function stopLive() {
     if (stream) { stream.close(); stream = null; }
+    if (later) { clearTimeout(later); later = null; }
     liveBadge.hidden = true;
     refresh = null;
   }
-  // Listens to the run's stream; `onUpdate` runs (one at a time) each time it gains data.
+  // Listens to the run's stream; `onUpdate` runs (one at a time, at most once a second: new
+  // data still shows within 2 s) each time it gains data; an update that arrives meanwhile is
+  // not lost, it runs once the second is over.
+  var lastRefresh = 0, later = null;
   function live(id, onUpdate) {
     stopLive();
     refresh = onUpdate;
     stream = new EventSource("/api/runs/" + id + "/stream");
+    function run(d) {
+      if (!refresh) return;
+      var wait = lastRefresh + 1000 - Date.now();
+      if (pending || wait > 0) {
+        if (!later) later = setTimeout(function () { later = null; run(d); }, Math.max(wait, 100));
+        return;
+      }
+      pending = true;
+      lastRefresh = Date.now();
+      Promise.resolve(refresh(d)).catch(function (err) { console.error(err); })
+        .then(function () { pending = false; });
+    }
     stream.addEventListener("update", function (e) {
       var d = JSON.parse(e.data);
       liveBadge.hidden = !!d.finished;
-      if (pending || !refresh) return;
-      pending = true;
-      Promise.resolve(refresh(d)).catch(function (err) { console.error(err); })
-        .then(function () { pending = false; });
+      run(d);
     });
   }
 
@@ -202,9 +215,52 @@
     return out;
   }
 
+  // The processes per node (/processes), loaded when the section is opened: the process
+  // tree's totals and the pids that wrote steps or data-loader batches. The recorder sums the
+  // tree: it keeps no per-process CPU or memory, nor parent links.
+  var processesOpen = false;  // kept open across the live re-renders
+  function processesBox(id) {
+    var box = h("details", { id: "processes" }, [h("summary", { text: "Processes" })]);
+    var loaded = false;
+    function load() {
+      processesOpen = box.open;
+      if (!box.open || loaded) return;
+      loaded = true;
+      api("/api/runs/" + id + "/processes").then(function (p) {
+        var any = p.nodes.some(function (n) { return n.tree || n.processes.length; });
+        if (!any) { box.appendChild(h("p", { class: "collapsed", text: "no process data" })); return; }
+        p.nodes.forEach(function (n) {
+          var t = n.tree || {}, m = n.tree_max || {};
+          function part(k, label, unit) {
+            if (t[k] === undefined) return "";
+            return " · " + label + " " + (unit ? fmt(t[k], unit) : t[k]) + " (peak " + (unit ? fmt(m[k], unit) : m[k]) + ")";
+          }
+          var head = n.node + part("process_count", "processes") + part("process_cpu_utilization_ratio", "CPU", "cores") +
+            part("process_resident_memory_bytes", "RSS", "bytes") + part("process_threads", "threads") +
+            (n.tree ? ": the whole tree, newest sample" : "");
+          var node = h("details", { class: "proc-node", "data-node": n.node, open: "" }, [h("summary", { text: head })]);
+          node.appendChild(h("div", { class: "muted", text: "command: " + (p.command || []).join(" ") }));
+          if (!n.processes.length) node.appendChild(h("div", { class: "collapsed", text: "no instrumented process" }));
+          var ul = h("ul");
+          n.processes.forEach(function (q) {
+            ul.appendChild(h("li", { "data-pid": String(q.pid), "data-role": q.role, text: "pid " + q.pid + " · " + q.role +
+              (q.ranks.length ? " · rank " + q.ranks.join(",") : "") + " · " + (q.steps ? q.steps + " steps" : q.batches + " batches") +
+              " · " + when(q.first_ns) + " to " + when(q.last_ns) }));
+          });
+          node.appendChild(ul);
+          box.appendChild(node);
+        });
+      }).catch(function (err) { box.appendChild(h("p", { class: "status-failed", text: "Could not load: " + err.message })); });
+    }
+    box.addEventListener("toggle", load);
+    if (processesOpen) { box.open = true; load(); }
+    return box;
+  }
+
   function nodesTab(id) {
     var out = [];
     NODE_CHARTS.forEach(function (c, i) { out = out.concat(chartBox(c[1], "m" + i)); });
+    out.push(processesBox(id));
     setTimeout(function () { NODE_CHARTS.forEach(function (c, i) { metricChart(id, c[0], c[1], c[2], "m" + i); }); }, 0);
     return out;
   }
@@ -229,12 +285,31 @@
     var shares = h("div", { class: "cards", id: "shares" });
     out.push(shares);
     setTimeout(function () {
-      var el = document.getElementById("steps");
+      var el = out[1];
+      if (!el.isConnected) return;  // re-rendered meanwhile: that render draws
       api("/api/runs/" + id + "/steps?points=" + Math.max(200, Math.min(2000, el.clientWidth || 900))).then(function (st) {
+        if (!el.isConnected) return;
         if (!st.steps) { el.className = "collapsed"; el.textContent = "no training steps recorded"; return; }
-        C.draw(el, { kind: "band", unit: "ms", series: st.series.map(function (s) {
+        // compile / recompile events (torch.compile): a marker on the chart at the step that
+        // compiled, at its duration, and one line each below the chart
+        var marks = (st.compiles || []).map(function (c) { return { x: c.start_ns / 1e9, y: c.duration_ns / 1e6 }; });
+        C.draw(el, { kind: "band", unit: "ms", markers: marks, markerLabel: "compile / recompile", series: st.series.map(function (s) {
           return { label: s.label, x: s.ts_ns.map(function (t) { return t / 1e9; }), min: s.min, mean: s.mean, max: s.max };
         }) });
+        var list = h("div", { id: "compiles" });
+        if (!(st.compiles || []).length) list.appendChild(h("p", { class: "collapsed", text: "no compile or recompile event recorded" }));
+        else {
+          list.appendChild(h("div", { class: "chart-title", text: "Compile events (" + st.compiles_total + ", marked on the chart)" }));
+          var t = h("table");
+          st.compiles.forEach(function (c) {
+            t.appendChild(h("tr", { "data-name": c.name }, [h("td", { text: c.name }), h("td", { text: c.node }),
+              h("td", { text: c.step === null ? "" : "step " + c.step }), h("td", { text: when(c.start_ns) }),
+              h("td", { class: "num", text: (c.duration_ns / 1e6).toFixed(1) + " ms" }),
+              h("td", { class: "num", text: c.new_graphs === null ? "" : c.new_graphs + " new graph" + (c.new_graphs === 1 ? "" : "s") })]));
+          });
+          list.appendChild(t);
+        }
+        el.parentNode.insertBefore(list, shares);
         Object.keys(st.shares).forEach(function (k) {
           shares.appendChild(h("div", { class: "card" }, [h("div", { class: "k", text: k.replace("_", " ") + " share" }),
                                                             h("div", { class: "v", text: fmt(st.shares[k], "ratio") })]));
@@ -281,14 +356,20 @@
     return out;
   }
 
-  var TABS = [["overview", "Overview", overviewTab], ["nodes", "Nodes", nodesTab], ["heatmap", "Heatmap", heatmapTab],
+  // [tab, title, render, needs the report's model (/api/runs/<id>); the others take the run's
+  // row and command from /api/runs/<id>/info, which does not build the report: a 24-hour run's
+  // nodes page loads in well under a second]
+  var TABS = [["overview", "Overview", overviewTab, true], ["nodes", "Nodes", nodesTab], ["heatmap", "Heatmap", heatmapTab, true],
               ["training", "Training loop", trainingTab], ["timeline", "Timeline", timelineTab]];
 
   function runPage(id, tab) {
     tab = tab || "overview";
     var spec = TABS.filter(function (t) { return t[0] === tab; })[0] || TABS[0];
     function render() {
-      return api("/api/runs/" + id).then(function (o) {
+      var got = spec[3] ? api("/api/runs/" + id) : api("/api/runs/" + id + "/info").then(function (i) {
+        return { run: i.run, summary: { command: i.command } };
+      });
+      return got.then(function (o) {
         setCrumbs([{ text: "Runs", href: "#/" }, { text: o.run.name || id }]);
         var scrollY = window.scrollY;
         app.textContent = "";

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The live dashboard (issue 18). Load: 50 clients on a live run's nodes page and stream for
+# 30 s while a torch job trains under `record --serve` (bench/serve_load.py: the job's step-time
+# change <= 2 %, API p99 <= 100 ms). Large runs: the nodes page of a 24-hour, 8-GPU, 100 ms run
+# (the report section's generated run, made here when missing) in <= 1 s (bench/serve_large.py).
+# Quick mode: 15 s of clients, one repeat each.
+set -euo pipefail
+OUT=$1
+cd "$(dirname "$0")/../.."
+REPEATS=3 CLIENTS_S=30
+[[ ${BENCH_QUICK:-0} == 1 ]] && REPEATS=1 CLIENTS_S=15
+.venv/bin/python bench/serve_load.py --clients 50 --clients-s $CLIENTS_S --repeats $REPEATS
+RUN=$OUT/report_bench/24h
+if [[ ! -f $RUN/run.json ]]; then
+  build/bench/bench/report_bench --dir "$OUT/report_bench" --only 24h --reps 1
+fi
+.venv/bin/python bench/serve_large.py "$RUN" --repeats $REPEATS
