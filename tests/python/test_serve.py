@@ -211,6 +211,8 @@ def test_new_data_reaches_a_listening_client_within_two_seconds(tmp_path):
         while not got and time.time() < deadline:
             time.sleep(0.05)
         assert got, "no first event"
+        before = srv.json(f"/api/runs/{run_id}/metric?metric=cpu_utilization_ratio&device=total")[
+            "series"][0]["samples"]
         new_ts = int(T0 + 30 * S)
         writer.append_metric("cpu_utilization_ratio", "total", np.array([new_ts]), np.array([0.5]))
         writer.flush()
@@ -219,6 +221,9 @@ def test_new_data_reaches_a_listening_client_within_two_seconds(tmp_path):
         assert len(got) == 2, got
         delay = got[1][0] - written
         assert got[1][1]["latest_ns"] == new_ts and delay <= 2.0, delay
+        # the answers the server keeps are not served stale: the chart has the new sample
+        m = srv.json(f"/api/runs/{run_id}/metric?metric=cpu_utilization_ratio&device=total")
+        assert m["series"][0]["samples"] == before + 1 and m["end_ns"] == new_ts + 1
         writer.close(end_ns=new_ts + S, exit_status=0)
     finally:
         srv.stop()
