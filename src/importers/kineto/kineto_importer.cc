@@ -363,7 +363,7 @@ class FileImporter : public TraceSink {
     return OkStatus();
   }
 
-  // Encoding, compressing and writing a batch (about as much CPU as parsing it) runs on a
+  // Encoding, compressing and writing a batch (about a fifth of an import's CPU) runs on a
   // second thread while this one parses the next batch: two cores share the import. The batch
   // is cut here (the store's chunks are the same whatever the threads' timing); one batch in
   // flight: the parser waits for the previous write first, so at most two batches are held.
