@@ -489,6 +489,133 @@ def price_for(exe: str, instance_type: str | None, usd_per_hour: float | None):
                      f"`trainprof instances`)")
 
 
+def catalog_rows(exe: str) -> tuple[dict, Path | None]:
+    """The instance catalog by type (`trainprof instances --json`) and its directory."""
+    try:
+        proc = subprocess.run([exe, "instances", "--json"], capture_output=True, text=True,
+                              timeout=60)
+        rows = json.loads(proc.stdout)["instances"]
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as exc:
+        raise TuneError(f"cannot read the instance catalog (`trainprof instances --json`): "
+                        f"{exc}") from None
+    by_type = {r.get("instance_type"): r for r in rows if isinstance(r, dict)}
+    origin = next((r.get("origin") for r in rows if r.get("origin")), None)
+    folder = Path(origin.rsplit(":", 1)[0]).parent if origin else None
+    return by_type, folder
+
+
+def _accelerators(folder: Path | None) -> dict[str, dict]:
+    import csv
+
+    if folder is None or not (folder / "accelerators.csv").exists():
+        return {}
+    with open(folder / "accelerators.csv", newline="") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return {r["accel_model"].lower(): r for r in rows if r.get("accel_model")}
+
+
+def _num(text) -> float | None:
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 else None
+
+
+def accelerator_time_factor(accels: dict, a_model: str, b_model: str) -> tuple[float | None, str]:
+    """The cost advisor's step-time factor from accelerator `a_model` to `b_model`
+    (src/analyze/cost/what_if.cc TimeFactor): the slower of the 16-bit tensor (else fp32) peak
+    ratio and the memory bandwidth ratio; None when the catalog lacks the figures."""
+    if a_model.lower() == b_model.lower():
+        return 1.0, "same accelerator: same step time"
+    a, b = accels.get(a_model.lower()), accels.get(b_model.lower())
+    if a is None or b is None:
+        missing = a_model if a is None else b_model
+        return None, f"no scaling model: {missing} is not in the accelerator catalog"
+
+    def t16(r):
+        return _num(r.get("bf16_tensor_tflops_dense")) or _num(r.get("fp16_tensor_tflops_dense"))
+
+    if t16(a) and t16(b):
+        compute, unit = t16(a) / t16(b), "16-bit tensor"
+    elif _num(a.get("fp32_tflops")) and _num(b.get("fp32_tflops")):
+        compute, unit = _num(a["fp32_tflops"]) / _num(b["fp32_tflops"]), "fp32"
+    else:
+        return None, f"no scaling model: no comparable peaks for {a_model} and {b_model}"
+    if not _num(a.get("mem_bw_gbs")) or not _num(b.get("mem_bw_gbs")):
+        return None, f"no scaling model: no memory bandwidth for {a_model} or {b_model}"
+    bw = _num(a["mem_bw_gbs"]) / _num(b["mem_bw_gbs"])
+    f = max(compute, bw)
+    return f, (f"estimated step time x{f:.2f} on {b_model} vs {a_model} (peak {unit} ratio "
+               f"{compute:.2f}, memory bandwidth ratio {bw:.2f}; the slower bound; catalog "
+               f"peaks, not a measurement)")
+
+
+def projections(best: dict | None, types: list[str], trial_type: str | None, catalog: dict,
+                folder: Path | None, epoch_samples: int | None) -> list[dict]:
+    """The best trial's setting projected onto other instance types with the cost advisor's
+    scaling model: between accelerators the peak/bandwidth step-time factor; between CPU-only
+    types the rightsizing basis (same step time where the type holds the measured CPU and
+    memory peaks with 20 % headroom). Ranked by samples per dollar; each row states its basis
+    or why it has none."""
+    if not types:
+        return []
+    accels = _accelerators(folder)
+    cur = catalog.get(trial_type) if trial_type else None
+    cur_accel = (cur or {}).get("accel_model") or ""
+    rows = []
+    for t in types:
+        row = catalog.get(t) or {}
+        price = row.get("price_usd_per_hour")
+        out = {"instance_type": t, "projection": True, "from_trial": best["trial"] if best else None,
+               "usd_per_hour": price, "factor": None, "samples_per_second": None,
+               "samples_per_usd": None, "usd_per_epoch": None, "basis": ""}
+        rows.append(out)
+        if best is None or not best.get("samples_per_second"):
+            out["basis"] = "no measured trial to project"
+            continue
+        if price is None:
+            out["basis"] = "the catalog has no price for this type"
+            continue
+        accel = row.get("accel_model") or ""
+        if accel and cur_accel:
+            factor, basis = accelerator_time_factor(accels, cur_accel, accel)
+        elif accel or cur_accel:
+            factor = None
+            basis = ("no usable scaling model: the trials ran " + (
+                f"on {cur_accel}" if cur_accel else "without an accelerator (" + (
+                    trial_type or "this machine") + ")") + f" and {t} has " + (
+                f"{accel}" if accel else "none") + "; the cost advisor scales step time only "
+                "between accelerators of the catalog")
+        else:
+            cores, rss = best.get("cpu_cores"), best.get("peak_rss_bytes")
+            need_cpu = cores * 1.2 if cores else None
+            need_gib = rss * 1.2 / (1 << 30) if rss else None
+            if need_cpu is None and need_gib is None:
+                factor, basis = None, "no usable scaling model: no CPU or memory use measured"
+            elif (need_cpu and (row.get("vcpus") or 0) < need_cpu) or (
+                    need_gib and (row.get("memory_gib") or 0) < need_gib):
+                factor, basis = None, (
+                    f"does not hold the measured peaks with 20 % headroom ({cores or 0:.1f} "
+                    f"cores, {(rss or 0) / (1 << 30):.2f} GiB)")
+            else:
+                factor, basis = 1.0, (
+                    f"same step time: CPU-only, holds the measured peaks with 20 % headroom "
+                    f"({cores or 0:.1f} cores, {(rss or 0) / (1 << 30):.2f} GiB; the cost "
+                    f"advisor's rightsizing basis, not a measurement)")
+        out["basis"] = basis
+        if factor is None:
+            continue
+        out["factor"] = factor
+        sps = best["samples_per_second"] / factor
+        out["samples_per_second"] = sps
+        out["samples_per_usd"] = sps * 3600 / float(price)
+        if epoch_samples:
+            out["usd_per_epoch"] = epoch_samples / sps / 3600 * float(price)
+    rows.sort(key=lambda r: (r["samples_per_usd"] is None, -(r["samples_per_usd"] or 0)))
+    return rows
+
+
 def one_line(r: dict) -> str:
     if r["samples_per_second"] is not None:
         unit = "samples/s" if r["throughput_unit"] == "samples" else "steps/s"
@@ -835,6 +962,13 @@ def render_text(s: dict) -> str:
             lines.append(f"  within {s['min_effect'] * 100:.0f} % of it with fewer changes: trial "
                          f"{simple['trial']} ({', '.join(simple['changed']) or 'the baseline'}): "
                          f"{simple['command']}")
+    if s.get("projections"):
+        lines.append(f"projections of trial {s['projections'][0]['from_trial']} onto other "
+                     f"instance types (not measured; ranked by samples per dollar):")
+        for p in s["projections"]:
+            lines.append(f"  {p['instance_type']:<16} {_fmt(p['samples_per_second']):>9} samples/s"
+                         f" {_fmt(p['samples_per_usd'], '.3g'):>9} samples/$"
+                         f"  ${_fmt(p['usd_per_hour'], '.3f')}/h  ({p['basis']})")
     lines.append(f"state: {s['state']} (results: tune.json, tune.html; trial runs: trials/NNN; "
                  f"re-run the same command to continue)")
     return "\n".join(lines) + "\n"
@@ -876,6 +1010,15 @@ def render_html(s: dict) -> str:
     best_html = (f"<p>Best: trial {best['trial']}; command: <code>{e(s['best_command'])}</code></p>"
                  if best else "<p>No trial completed.</p>")
     notes = "".join(f"<li>{e(n)}</li>" for n in s["notes"])
+    proj = "".join(
+        f"<tr><td>{e(p['instance_type'])}</td><td class=n>{e(_fmt(p['samples_per_second']))}</td>"
+        f"<td class=n>{e(_fmt(p['samples_per_usd'], '.3g'))}</td>"
+        f"<td class=n>{e(_fmt(p['usd_per_hour'], '.3f'))}</td><td>{e(p['basis'])}</td></tr>"
+        for p in s.get("projections") or [])
+    if proj:
+        proj = ("<h2>Projections onto other instance types (not measured)</h2><table><thead><tr>"
+                "<th>instance type</th><th>samples/s</th><th>samples/$</th><th>$/h</th>"
+                "<th>basis</th></tr></thead><tbody>" + proj + "</tbody></table>")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>trainprof tune: {e(' '.join(s['command']))}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
@@ -890,6 +1033,7 @@ code{{background:#f4f4f4;padding:.1em .3em}}</style></head><body>
 <table><thead><tr><th>trial</th><th>status</th><th>samples/s</th><th>vs baseline</th>
 <th>samples/$</th><th>what changed</th><th>evidence</th><th>run</th></tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
+{proj}
 <h2>Knob effects</h2><ul>{effects}</ul>
 </body></html>
 """

@@ -658,6 +658,16 @@ def run_search(spec: Spec, out) -> int:
     deadline = t_start + o.budget_s
     exe = trainprof_executable()
     price = TR.price_for(exe, o.instance_type, o.price_usd_per_hour)
+    o.projection_types = []
+    o.catalog = ({}, None)
+    if o.instance_types:
+        o.catalog = TR.catalog_rows(exe)
+        for t in (x.strip() for x in o.instance_types.split(",")):
+            if t not in o.catalog[0]:
+                raise UsageError(f"--instance-types: {t!r} is not in the instance catalog (see "
+                                 f"`trainprof instances`)")
+            if t not in o.projection_types:
+                o.projection_types.append(t)
     search = Search(spec)
     reader = TR.RunReader()
     try:
@@ -729,6 +739,8 @@ def _search_loop(spec, o, t_start, deadline, exe, price, search, runner, out) ->
     summary = TR.summarize(spec, search.results(), price, elapsed_s=elapsed,
                            trials_s=in_trials_s, ran=ran, stop_reason=stop_reason,
                            setup_s=elapsed if setup_s is None else setup_s)
+    summary["projections"] = TR.projections(summary["best"], o.projection_types, o.instance_type,
+                                            o.catalog[0], o.catalog[1], o.epoch_samples)
     TR.write_outputs(spec.state, summary)
     if o.json:
         out.write(json.dumps(summary, indent=1) + "\n")
@@ -803,6 +815,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--epoch-samples", type=int, default=None,
                    help="samples in one epoch: time and $ per epoch in the results")
     m.add_argument("--instance-type", default=None, help="price from the instance catalog")
+    m.add_argument("--instance-types", default=None, metavar="T1,T2",
+                   help="other instance types to project the best setting onto with the cost "
+                        "advisor's scaling model (labelled as projections, not measured)")
     m.add_argument("--price-usd-per-hour", type=float, default=None,
                    help="price of this machine per hour")
     m.add_argument("--min-effect", type=float, default=0.10,

@@ -400,3 +400,56 @@ def test_log_metric_read_back_and_used_for_the_loss_curve(tmp_path):
         assert t["loss"]["source"] == "log_metric"
         assert t["loss"]["values"] == [scale / (i + 1) for i in range(12)]
         assert t["changes_math"] == (scale != 1)
+
+
+def _accelerator_row(model: str) -> dict:
+    with open(REPO / "data" / "catalog" / "accelerators.csv") as f:
+        for row in csv.DictReader(line for line in f if not line.startswith("#")):
+            if row["accel_model"] == model:
+                return row
+    raise AssertionError(f"{model} not in the accelerator catalog")
+
+
+def test_projections_onto_other_instance_types(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(FAKE_JOB))
+    common = ["--no-auto-knobs", "--try", "delay=0.01", "--steps", "10", "--warmup-steps", "1",
+              "--epoch-samples", "8000"]
+    # trials priced as an A10G machine, projected onto a V100 type, a CPU type and itself
+    doc = tune_json(tmp_path / "s1", *common, "--instance-type", "ml.g5.xlarge",
+                    "--instance-types", "ml.p3.2xlarge,ml.c5.xlarge,ml.g5.xlarge",
+                    "--", sys.executable, str(job), "{delay}")
+    best = doc["best"]
+    rows = {p["instance_type"]: p for p in doc["projections"]}
+    assert all(p["projection"] and p["from_trial"] == best["trial"] for p in rows.values())
+    # by hand from the catalog files: the slower of the 16-bit peak and the bandwidth ratios
+    a10g, v100 = _accelerator_row("A10G"), _accelerator_row("V100-16GB")
+    t16 = lambda r: float(r["bf16_tensor_tflops_dense"] or r["fp16_tensor_tflops_dense"])  # noqa
+    factor = max(t16(a10g) / t16(v100), float(a10g["mem_bw_gbs"]) / float(v100["mem_bw_gbs"]))
+    p3 = rows["ml.p3.2xlarge"]
+    assert p3["factor"] == pytest.approx(factor) and f"x{factor:.2f}" in p3["basis"]
+    sps = best["samples_per_second"] / factor
+    assert p3["samples_per_second"] == pytest.approx(sps)
+    assert p3["samples_per_usd"] == pytest.approx(sps * 3600 / catalog_price("ml.p3.2xlarge"))
+    assert p3["usd_per_epoch"] == pytest.approx(8000 / sps / 3600 * catalog_price("ml.p3.2xlarge"))
+    same = rows["ml.g5.xlarge"]
+    assert same["factor"] == 1.0 and same["samples_per_usd"] == pytest.approx(
+        best["samples_per_second"] * 3600 / catalog_price("ml.g5.xlarge"))
+    assert rows["ml.c5.xlarge"]["samples_per_usd"] is None
+    assert "no usable scaling model" in rows["ml.c5.xlarge"]["basis"]
+    # ranked by samples per dollar, the rows without a projection last
+    spd = [p["samples_per_usd"] for p in doc["projections"]]
+    assert spd[-1] is None and spd[:-1] == sorted(spd[:-1], reverse=True)
+    # CPU trials: CPU types on the rightsizing basis (same step time), GPU types without a model
+    doc = tune_json(tmp_path / "s2", *common, "--instance-types", "ml.m5.large,ml.g5.xlarge",
+                    "--", sys.executable, str(job), "{delay}")
+    rows = {p["instance_type"]: p for p in doc["projections"]}
+    m5 = rows["ml.m5.large"]
+    assert m5["factor"] == 1.0 and "same step time" in m5["basis"]
+    assert m5["samples_per_usd"] == pytest.approx(
+        doc["best"]["samples_per_second"] * 3600 / catalog_price("ml.m5.large"))
+    assert rows["ml.g5.xlarge"]["factor"] is None
+    assert "without an accelerator" in rows["ml.g5.xlarge"]["basis"]
+    assert "projections of trial" in tune(tmp_path / "s2", *common, "--instance-types",
+                                          "ml.m5.large,ml.g5.xlarge", "--", sys.executable,
+                                          str(job), "{delay}").stdout
