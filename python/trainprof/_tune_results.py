@@ -1039,7 +1039,50 @@ code{{background:#f4f4f4;padding:.1em .3em}}</style></head><body>
 """
 
 
+MAX_REPORTED_TRIALS = 1000
+
+
+def report_state(state: Path, out: str | None = None) -> int:
+    """`trainprof report STATE` on a tune state directory (src/cli/report_command.cc hands it
+    over): writes each trial's report into its run (where it has none yet), so that the table's
+    "report" links open, then the result table itself (tune.html, or `out`)."""
+    path = state / "tune.json"
+    try:
+        if path.stat().st_size > 256 << 20:
+            raise ValueError("larger than 256 MiB")
+        s = json.loads(path.read_text())
+        trials = s["trials"]
+        if not isinstance(trials, list):
+            raise ValueError("'trials' is not a list")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {path}: not a tune result ({exc})", file=sys.stderr)
+        return 1
+    exe = os.environ.get("TRAINPROF_BIN") or "trainprof"
+    written = 0
+    for r in trials[:MAX_REPORTED_TRIALS]:
+        run = Path(str(r.get("run", "")))
+        if not run.is_absolute():  # as tune stored it, relative to where tune ran
+            run = run if run.exists() else state / "trials" / run.name
+        r["run"] = str(run)
+        if not (run / "run.json").exists() or (run / "report.html").exists():
+            continue
+        proc = subprocess.run([exe, "report", "-q", str(run)], capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode != 0:
+            print(f"warning: the report of trial {r.get('trial')} failed: "
+                  f"{proc.stderr.strip()[-300:]}", file=sys.stderr)
+        else:
+            written += 1
+    s["state"] = str(state)
+    target = Path(out) if out else state / "tune.html"
+    target.write_text(render_html(s))
+    print(f"wrote {target} (the tune result table; {written} trial report(s) written)")
+    return 0
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--reader"]:
         sys.exit(_reader_main())
-    sys.exit("usage: python -m trainprof._tune_results --reader (tune's run reader)")
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--report":
+        sys.exit(report_state(Path(sys.argv[2]), sys.argv[3] if len(sys.argv) == 4 else None))
+    sys.exit("usage: python -m trainprof._tune_results --reader | --report STATE [OUT.html]")

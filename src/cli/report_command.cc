@@ -1,12 +1,24 @@
 // `trainprof report RUN [--out report.html] [--json report.json] [--pdf report.pdf]`: writes the
 // run's report. With no output option it writes report.html and report.json into the run.
+// On a `trainprof tune` state directory (tune.json, no run.json) it hands over to
+// `python -m trainprof._tune_results --report STATE [OUT]`: each trial's report, then the tune
+// result table (STATE/tune.html, or --out).
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "base/files.h"
+#include "base/platform.h"
 #include "cli/command.h"
 #include "cli/commands.h"
+#include "cli/custom_rules.h"
 #include "cli/output.h"
 #include "cli/progress.h"
 #include "cli/report_providers.h"
@@ -14,7 +26,42 @@
 
 namespace trainprof::cli {
 
+namespace {
+
+// The tune result table of a `trainprof tune` state directory (see the top of this file).
+Status RunTuneReport(const ReportOptions& options) {
+  if (!options.json_path.empty() || !options.pdf_path.empty()) {
+    return InvalidArgument(options.run +
+                           " is a tune state directory: only --out applies (its results are "
+                           "in tune.json already)");
+  }
+  const std::string python = FindPython("");
+  const std::string package = FindPythonPackageDir();
+  if (!package.empty()) {
+    const std::string root = package.substr(0, package.rfind('/'));
+    const char* old = std::getenv("PYTHONPATH");
+    const std::string path = old != nullptr && *old ? root + ":" + old : root;
+    setenv("PYTHONPATH", path.c_str(), 1);
+  }
+  const std::string exe = platform::SelfExecutablePath();
+  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
+  std::vector<std::string> argv = {python, "-m", "trainprof._tune_results", "--report",
+                                   options.run};
+  if (!options.html_path.empty()) argv.push_back(options.html_path);
+  std::vector<char*> c_argv;
+  for (std::string& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  execvp(c_argv[0], c_argv.data());
+  return NotFound("cannot run the Python interpreter '" + python +
+                  "' for the tune table: " + ErrnoMessage(errno) + " (set $TRAINPROF_PYTHON)");
+}
+
+}  // namespace
+
 Status RunReport(const ReportOptions& options, std::ostream& out) {
+  if (!PathExists(options.run + "/run.json") && PathExists(options.run + "/tune.json")) {
+    return RunTuneReport(options);
+  }
   report::WriteOptions w;
   const bool any =
       !options.html_path.empty() || !options.json_path.empty() || !options.pdf_path.empty();
@@ -64,7 +111,8 @@ Status RunReport(const ReportOptions& options, std::ostream& out) {
 void AddReportCommand(CLI::App& app, CommandAction* action) {
   auto opts = std::make_shared<ReportOptions>();
   auto* cmd = app.add_subcommand("report", "Write the HTML / JSON / PDF report of a run");
-  cmd->add_option("run", opts->run, "Run directory")->required();
+  cmd->add_option("run", opts->run, "Run directory (or a `trainprof tune` state directory)")
+      ->required();
   cmd->add_option("--out", opts->html_path, "HTML file to write (default <run>/report.html)");
   cmd->add_option("--json", opts->json_path, "JSON file to write (default <run>/report.json)");
   cmd->add_option("--pdf", opts->pdf_path, "PDF file to write (needs Debian's chromium)");

@@ -453,3 +453,16 @@ def test_projections_onto_other_instance_types(tmp_path):
     assert "projections of trial" in tune(tmp_path / "s2", *common, "--instance-types",
                                           "ml.m5.large,ml.g5.xlarge", "--", sys.executable,
                                           str(job), "{delay}").stdout
+    # `trainprof report STATE` gives the result table, with each trial's report linked
+    state = tmp_path / "s2"
+    (state / "tune.html").unlink()
+    proc = subprocess.run([*trainprof_command(), "report", str(state)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {state / 'tune.html'}" in proc.stdout
+    page = (state / "tune.html").read_text()
+    assert (state / "trials" / "000" / "report.html").exists()
+    assert 'href="trials/000/report.html"' in page and "Projections onto other" in page
+    proc = subprocess.run([*trainprof_command(), "report", str(state), "--json", "x.json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "tune state directory" in proc.stderr
