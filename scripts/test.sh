@@ -20,6 +20,14 @@ if ((${#sources[@]})); then
 fi
 echo "formatting ok (${#sources[@]} files)"
 
+echo; echo "== the portable build (collectors off, POSIX platform layer): building in the background"
+# scripts/portable_check.sh, what macOS builds. At the lowest priority, so that it takes only what
+# the steps below leave idle (ctest's waits, the TSan run, the single-threaded fuzzing) and slows
+# none of them; its tests run before the Python tests.
+nice -n 19 bash scripts/portable_check.sh build >build/portable-check.log 2>&1 &
+portable_pid=$!
+trap 'kill "$portable_pid" 2>/dev/null || true' EXIT
+
 echo; echo "== C++ tests"
 ctest --test-dir build/py -j"$JOBS" --output-on-failure --timeout 300
 
@@ -36,14 +44,6 @@ if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build/asan -j"$JOBS" -L "^(${labels})$" --output-on-failure --timeout 600
 fi
-
-echo; echo "== the portable build (collectors off, POSIX platform layer): building in the background"
-# scripts/portable_check.sh, what macOS builds. At the lowest priority, so that it takes what the
-# steps below leave idle (the TSan run, the single-threaded fuzzing) and slows none of them;
-# its tests run before the Python tests.
-nice -n 19 bash scripts/portable_check.sh build >build/portable-check.log 2>&1 &
-portable_pid=$!
-trap 'kill "$portable_pid" 2>/dev/null || true' EXIT
 
 echo; echo "== the in-process recorder under ThreadSanitizer"
 # Its threads hand records over through lock-free block chains (src/instrument/recorder.cc):
