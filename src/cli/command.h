@@ -51,6 +51,9 @@ void AddFleetCommand(CLI::App& app, CommandAction* action);  // fleet_command.cc
 // `fleet ARGS...` / `export parquet ARGS...`: execs `python -m trainprof.fleet VERB ARGS...`
 // (VERB "fleet" or "export-parquet"); returns only on failure.
 Status RunFleetHandOver(const std::string& verb, const std::vector<std::string>& args);
+// The argv that starts the fleet view for VERB in a child (`serve`'s /api/fleet), with this
+// process's environment prepared as RunFleetHandOver does (PYTHONPATH, TRAINPROF_BIN).
+std::vector<std::string> FleetViewCommand(const std::string& verb);
 // `record --out s3://bucket/prefix/RUN`: records into trainprof-runs/RUN and copies the run
 // there as it grows (`python -m trainprof.fleet sync --follow`, docs/fleet.md).
 struct RunUpload {

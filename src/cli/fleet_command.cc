@@ -122,6 +122,14 @@ void FinishRunUpload(RunUpload& upload, std::ostream& out) {
   upload.pid = 0;
 }
 
+std::vector<std::string> FleetViewCommand(const std::string& verb) {
+  const std::string python = FindPython("");
+  UsePackageOnPythonPath();
+  const std::string exe = platform::SelfExecutablePath();
+  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
+  return {python, "-m", "trainprof.fleet", verb};
+}
+
 Status RunFleetHandOver(const std::string& verb, const std::vector<std::string>& args) {
   const std::string python = FindPython("");
   UsePackageOnPythonPath();

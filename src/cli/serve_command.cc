@@ -30,6 +30,7 @@ Status RunServe(const ServeCmdOptions& o, std::ostream& out) {
   }
   so.address = o.address;
   so.token = o.token;
+  so.fleet_command = FleetViewCommand("fleet");  // GET /api/fleet (serve/fleet_api.h)
   UseAnalyses(&so.build);
   // Wait for SIGINT / SIGTERM synchronously: block them before the server's threads start.
   sigset_t stop_signals;

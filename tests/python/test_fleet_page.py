@@ -132,3 +132,86 @@ def test_page_in_chromium(page, browser):
     assert got["top"][0]["share"] == f'{first["idle_cost_usd"] / first["total_cost_usd"] * 100:.1f} %' \
         if first["idle_cost_usd"] is not None else "n/a"
     assert got["savings"] == len(doc["savings"]) > 0
+
+
+# ---- the dashboard: GET /api/fleet and its Fleet page ------------------------------------------
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_dashboard_fleet(page, browser):
+    import socket
+    import time
+    out, doc, truth = page
+    root = truth["top"].parent
+    port = _free_port()
+    proc = subprocess.Popen([*trainprof_command(), "serve", str(root), "--addr", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(__import__("os").environ, TRAINPROF_PYTHON=sys.executable,
+                                     XDG_CACHE_HOME=str(out.parent / "cache")))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, proc.communicate()
+                time.sleep(0.1)
+        status, body = _get(url + "/api/fleet")
+        assert status == 200, body[:500]
+        served = json.loads(body)
+        assert served == doc  # the same fleet code, the same document
+        assert served["total_cost_usd"] == pytest.approx(truth["total"], rel=1e-9)
+        # Cached while nothing changed; a new run (its directory appears) is counted.
+        t = time.perf_counter()
+        assert json.loads(_get(url + "/api/fleet")[1]) == served
+        assert time.perf_counter() - t < 0.5
+        extra = root / "run-extra"
+        shutil.copytree(root / "run-00000", extra)
+        more = json.loads((extra / "summary.json").read_text())["cost"]["total_cost_usd"]
+        again = json.loads(_get(url + "/api/fleet")[1])
+        assert again["runs"] == doc["runs"] + 1
+        assert again["total_cost_usd"] == pytest.approx(truth["total"] + more, rel=1e-9)
+        shutil.rmtree(extra)
+
+        browser.get("about:blank")
+        browser.get_log("browser")
+        browser.get(url + "/#/fleet")
+        deadline = time.time() + 30
+        got = None
+        while time.time() < deadline:
+            got = browser.execute_script("""
+                var v = document.querySelector('[data-k=total_cost_usd]');
+                var n = document.querySelectorAll('#fleet-chart canvas').length;
+                return v && n ? {total: v.textContent, canvases: n,
+                                 top: Array.from(document.querySelectorAll('#fleet-top tr'))
+                                        .slice(1).map(function (r) { return r.cells[0].textContent; })}
+                              : null;""")
+            if got:
+                break
+            time.sleep(0.2)
+        assert got, "the Fleet page did not draw"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "dashboard-fleet.png"))
+        assert got["total"] == f'${truth["total"]:.2f}'
+        assert got["top"][0] == EVIL  # as text
+        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

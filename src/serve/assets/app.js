@@ -87,7 +87,8 @@
       var filter = h("input", { type: "search", placeholder: "filter by name, status, tag…", value: filterText });
       var compare = h("button", { text: "Compare selected", disabled: "" });
       var table = h("table", { id: "runs" });
-      app.appendChild(h("p", {}, [filter, " ", compare, h("span", { class: "muted", text: "  " + runs.length + " runs" })]));
+      app.appendChild(h("p", {}, [filter, " ", compare, h("span", { class: "muted", text: "  " + runs.length + " runs  " }),
+                                  h("a", { href: "#/fleet", id: "fleet-link", text: "Fleet spend" })]));
       app.appendChild(table);
       var cols = [["name", "Name"], ["status", "Status"], ["start_ns", "Start"], ["duration_ns", "Duration", "num"],
                   ["nodes", "Nodes", "num"], ["gpus", "GPUs", "num"], ["findings", "Findings", "num"],
@@ -424,11 +425,73 @@
     });
   }
 
+  // ---- Fleet: spend of every served run (GET /api/fleet = `trainprof fleet ROOTS --json`) ---
+  function fleetPage() {
+    stopLive();
+    setCrumbs([{ text: "Runs", href: "#/" }, { text: "Fleet" }]);
+    return api("/api/fleet").then(function (d) {
+      app.textContent = "";
+      var pct = function (v) { return fmt(v, "ratio"); };
+      var cards = h("div", { class: "cards", id: "fleet-summary" });
+      [["total_cost_usd", "Total spend", usd(d.total_cost_usd)],
+       ["idle_cost_usd", "Idle accelerator spend", usd(d.idle_cost_usd)],
+       ["idle_share", "Idle share of spend", pct(d.idle_share)],
+       ["priced_runs", "Priced runs", d.priced_runs + " of " + d.runs]].forEach(function (c) {
+        cards.appendChild(h("div", { class: "card" }, [h("div", { class: "k", text: c[1] }), h("div", { class: "v", "data-k": c[0], text: c[2] })]));
+      });
+      app.appendChild(cards);
+      // Spend per day stacked by instance type (every day of the period; one past the last).
+      var cells = (d.by_day_instance_type || []).filter(function (c) { return c.day !== "unknown"; });
+      var days = cells.map(function (c) { return Date.parse(c.day + "T00:00:00Z") / 1000; });
+      var spec = { kind: "stack", unit: "usd", x: [], series: [] };
+      if (days.length) {
+        var lo = Math.min.apply(null, days), hi = Math.max.apply(null, days);
+        for (var t = lo; t <= hi + 86400 && spec.x.length < 3700; t += 86400) spec.x.push(t);
+        var types = [];
+        cells.forEach(function (c) { if (types.indexOf(c.instance_type) < 0) types.push(c.instance_type); });
+        spec.series = types.map(function (ty) {
+          var y = spec.x.map(function () { return 0; });
+          cells.forEach(function (c, i) {
+            if (c.instance_type === ty) { var k = Math.round((days[i] - lo) / 86400); if (k < y.length) y[k] += c.cost_usd; }
+          });
+          return { label: ty || "unknown", y: y };
+        });
+      }
+      app.appendChild(h("h2", { text: "Spend per day by instance type" }));
+      var chart = h("div", { class: "chart", id: "fleet-chart" });
+      app.appendChild(chart);
+      C.draw(chart, spec);
+      function table(id, title, head, rows) {
+        app.appendChild(h("h2", { text: title }));
+        var t = h("table", { id: id });
+        t.appendChild(h("tr", {}, head.map(function (x) { return h("th", { text: x }); })));
+        rows.forEach(function (r) { t.appendChild(h("tr", {}, r.map(function (x) { return h("td", { text: String(x) }); }))); });
+        app.appendChild(t);
+      }
+      table("fleet-top", "Top jobs by cost", ["job", "instance type", "cost", "idle share", "run"],
+            (d.top_runs || []).map(function (r) { return [r.name || r.run, r.instance_type, usd(r.total_cost_usd), pct(r.idle_share), r.run]; }));
+      table("fleet-savings", "What-if savings (ranked)", ["what", "runs", "saving", "per month"],
+            (d.savings || []).map(function (s) { return [s.title || s.what, s.runs, usd(s.saving_usd), usd(s.saving_usd_per_month)]; }));
+      table("fleet-usage", "By usage type", ["usage type", "hours", "cost", "runs"],
+            (d.by_usage_type || []).map(function (u) { return [u.usage_type, u.hours.toFixed(2), usd(u.cost_usd), u.runs]; }));
+      table("fleet-phases", "By phase", ["phase", "cost", "share"],
+            (d.by_phase || []).map(function (p) { return [p.phase, usd(p.cost_usd), pct(p.share)]; }));
+      Object.keys(d.by_tag || {}).forEach(function (k) {
+        table("fleet-tag-" + k.replace(/[^A-Za-z0-9_-]/g, "_"), "By tag: " + k, [k, "cost", "runs"],
+              d.by_tag[k].map(function (v) { return [v.value === null ? "(none)" : v.value, usd(v.cost_usd), v.runs]; }));
+      });
+      if ((d.unpriced || []).length) {
+        table("fleet-unpriced", "Runs without a price", ["run", "why"], d.unpriced.map(function (u) { return [u.run, u.why]; }));
+      }
+    });
+  }
+
   function route() {
     var parts = location.hash.replace(/^#\/?/, "").split("/");
     var done;
     if (parts[0] === "run" && parts[1]) done = runPage(parts[1], parts[2]);
     else if (parts[0] === "compare" && parts[1]) done = comparePage(parts[1].split(",").filter(Boolean));
+    else if (parts[0] === "fleet") done = fleetPage();
     else done = runsPage();
     Promise.resolve(done).catch(function (err) {
       app.textContent = "";
