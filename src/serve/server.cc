@@ -15,7 +15,6 @@
 #include "base/time.h"
 #include "report/report_assets.h"
 #include "serve/api.h"
-#include "serve/fleet_api.h"
 #include "store/run_reader.h"
 
 namespace trainprof::serve {
@@ -31,6 +30,7 @@ using nlohmann::json;
 
 constexpr const char* kIdPattern = "([0-9a-f]{16})";
 constexpr size_t kCacheEntries = 512;
+constexpr int64_t kCacheBytes = 64 << 20;  // the answers kept, all together (about)
 constexpr int64_t kCacheMaxAgeNs = 5'000'000'000;
 
 void Json(httplib::Response& res, const json& j, int status = 200) {
@@ -219,7 +219,6 @@ void Server::Routes() {
   asset("/assets/dygraph.min.css", report::assets::kDygraphsCss, "text/css");
   asset("/assets/dygraphs-LICENSE.txt", report::assets::kDygraphsNotice, "text/plain");
 
-  AddFleetRoute(h, options_.roots, options_.fleet_command);
   h.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
     (void)index_.Rescan(2'000'000'000);
     Json(res, RunsJson(index_, WallNowNs()));
@@ -245,7 +244,11 @@ void Server::Routes() {
       std::shared_ptr<Cached> entry;
       {
         std::lock_guard<std::mutex> lock(cache_mu_);
-        if (cache_.size() >= kCacheEntries && !cache_.count(key)) cache_.clear();
+        if ((cache_.size() >= kCacheEntries && !cache_.count(key)) ||
+            cache_bytes_.load() > kCacheBytes) {
+          cache_.clear();
+          cache_bytes_ = 0;
+        }
         auto& slot = cache_[key];
         if (!slot) slot = std::make_shared<Cached>();
         entry = slot;
@@ -264,6 +267,8 @@ void Server::Routes() {
           entry->status = body.status().code() == StatusCode::kInvalidArgument ? 400 : 500;
           entry->body = DumpJson(json{{"error", body.status().message()}});
         }
+        cache_bytes_ += static_cast<int64_t>(entry->body.size()) - entry->bytes;
+        entry->bytes = static_cast<int64_t>(entry->body.size());
         entry->version = *version;
         entry->made_ns = now;
       }

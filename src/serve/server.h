@@ -42,8 +42,6 @@ struct ServeOptions {
   int max_streams = 64;  // live (server-sent events) connections at once
   int64_t stream_poll_ns = 250'000'000;
   int64_t stream_max_ns = 3600'000'000'000;  // a stream ends after this; the page reconnects
-  // argv of the fleet view before its runs (fleet_api.h); empty: /api/fleet answers 503.
-  std::vector<std::string> fleet_command;
 };
 
 struct ListenAddress {
@@ -95,9 +93,11 @@ class Server {
     int64_t made_ns = 0;
     int status = 0;
     std::string body;
+    int64_t bytes = 0;  // body's size as counted in cache_bytes_
   };
   std::mutex cache_mu_;
   std::map<std::string, std::shared_ptr<Cached>> cache_;
+  std::atomic<int64_t> cache_bytes_{0};
 
   ServeOptions options_;
   RunIndex index_;
