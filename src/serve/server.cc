@@ -15,6 +15,7 @@
 #include "base/time.h"
 #include "report/report_assets.h"
 #include "serve/api.h"
+#include "serve/fleet_api.h"
 #include "store/run_reader.h"
 
 namespace trainprof::serve {
@@ -219,6 +220,7 @@ void Server::Routes() {
   asset("/assets/dygraph.min.css", report::assets::kDygraphsCss, "text/css");
   asset("/assets/dygraphs-LICENSE.txt", report::assets::kDygraphsNotice, "text/plain");
 
+  AddFleetRoute(h, options_.roots, options_.fleet_command);
   h.Get("/api/runs", [this](const httplib::Request&, httplib::Response& res) {
     (void)index_.Rescan(2'000'000'000);
     Json(res, RunsJson(index_, WallNowNs()));

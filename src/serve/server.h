@@ -42,6 +42,8 @@ struct ServeOptions {
   int max_streams = 64;  // live (server-sent events) connections at once
   int64_t stream_poll_ns = 250'000'000;
   int64_t stream_max_ns = 3600'000'000'000;  // a stream ends after this; the page reconnects
+  // argv of the fleet view before its runs (fleet_api.h); empty: /api/fleet answers 503.
+  std::vector<std::string> fleet_command;
 };
 
 struct ListenAddress {
