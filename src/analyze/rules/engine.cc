@@ -79,6 +79,10 @@ void Classify(SeriesKey* key) {
     key->kind = MetricKind::kProcessRss;
   } else if (m == "cgroup_cpu_throttled_ratio") {
     key->kind = MetricKind::kCgroupThrottled;
+  } else if (m == "cgroup_memory_limit_bytes") {
+    key->kind = MetricKind::kCgroupMemLimit;
+  } else if (m == "gpu_memory_total_bytes") {
+    if ((key->device_index = DeviceIndex(d, "gpu")) >= 0) key->kind = MetricKind::kGpuMemTotal;
   } else if (m == "network_receive_bytes_per_second") {
     key->kind = MetricKind::kNetRx;
   } else if (m == "network_transmit_bytes_per_second") {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <random>
 
 #include "analyze/rules/rules_test_util.h"
@@ -198,8 +200,169 @@ TEST(HostMemoryGrowthTest, SilentWhenOnlyImportAndTeardownMoveMemory) {
   ImportTrainTeardown(s, "n0", 0);
   RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth");
   EXPECT_SILENT_ON_DATA(r);
-  // samples in the judged trend: from 300 s after the first step up to the last step
-  EXPECT_NEAR(static_cast<double>(r.datapoints), 1500, 2);
+  // samples read: from settle_s (5 s) after the first step (600 s) up to the last step (2400 s)
+  EXPECT_NEAR(static_cast<double>(r.datapoints), 1795, 2);
+}
+
+// Recent samples: a leak is named seconds after it starts, with its evidence.
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// Least squares over a finding's evidence points ([[ts_ns, value], ...]), two-pass and
+// mean-centred (not the rule's one-pass sums): {slope per second, R^2}.
+std::pair<double, double> FitPoints(const nlohmann::json& points) {
+  const double n = static_cast<double>(points.size());
+  const int64_t t0 = points[0][0].get<int64_t>();
+  double mx = 0, my = 0;
+  for (const auto& p : points) {
+    mx += static_cast<double>(p[0].get<int64_t>() - t0) / 1e9 / n;
+    my += p[1].get<double>() / n;
+  }
+  double sxx = 0, sxy = 0, syy = 0;
+  for (const auto& p : points) {
+    const double dx = static_cast<double>(p[0].get<int64_t>() - t0) / 1e9 - mx;
+    const double dy = p[1].get<double>() - my;
+    sxx += dx * dx;
+    sxy += dx * dy;
+    syy += dy * dy;
+  }
+  return {sxy / sxx, sxy * sxy / (sxx * syy)};
+}
+
+// The rule's fit equals an independent one over the points it reports (all of them: <= 60).
+void ExpectFitOfPoints(const nlohmann::json& ev, const char* rate_key) {
+  ASSERT_EQ(ev["points"].size(), ev["samples"].get<size_t>());
+  const auto [slope, r2] = FitPoints(ev["points"]);
+  EXPECT_NEAR(ev[rate_key].get<double>(), slope, 1e-4 * std::fabs(slope) + 1);
+  EXPECT_NEAR(ev["r_squared"].get<double>(), r2, 1e-4);
+}
+
+TEST(HostMemoryGrowthTest, AFastLeakIsNamedSecondsAfterItsOnset) {
+  // Healthy for 2 minutes of training, then 131 MB/s (4 MiB per 32 ms step) from 120 s on.
+  Scenario s("fast_leak");
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> noise(-2e6, 2e6);
+  const double onset = 130, rate = 131e6;
+  s.System("n0", 200, 500, 4, 0, [&](Scenario::Tick& t) {
+    t.rss_bytes = 3e9 + noise(rng) + (t.seconds > onset ? rate * (t.seconds - onset) : 0);
+  });
+  s.Steps("n0", 0, kStart + 10 * kSec, kStart + 200 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth");
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  const auto ev = Evidence(f);
+  EXPECT_EQ(ev["basis"], "recent samples");
+  // Decided on data up to at most 10 s after the onset (5 s of points, checks once a second).
+  EXPECT_LE(f.end_ns, kStart + static_cast<int64_t>((onset + 10) * kSec));
+  // Decided as soon as the evidence sufficed: the fitted span may begin a sample or two before
+  // the onset (R^2 still >= 0.9), which lowers the rate a little.
+  EXPECT_GE(f.start_ns, kStart + static_cast<int64_t>((onset - 1.5) * kSec));
+  EXPECT_NEAR(ev["growth_bytes_per_second"].get<double>(), rate, 0.15 * rate);
+  EXPECT_GE(ev["r_squared"].get<double>(), 0.9);
+  EXPECT_GE(ev["samples"].get<int64_t>(), 10);
+  ExpectFitOfPoints(ev, "growth_bytes_per_second");
+  // The node's memory (256 GiB, 64 GiB in use in every tick): (256 - 64) GiB at the fitted rate.
+  EXPECT_EQ(ev["limit_bytes"].get<double>(), 256 * kGiB);
+  EXPECT_EQ(ev["in_use_bytes"].get<double>(), 64 * kGiB);
+  EXPECT_NEAR(ev["seconds_until_limit"].get<double>(),
+              192 * kGiB / ev["growth_bytes_per_second"].get<double>(), 1);
+  // 1 500 s away: beyond the 900 s horizon, fired for its speed (> 32 MiB/s) as a warning.
+  EXPECT_FALSE(ev["projected_oom"].get<bool>());
+  EXPECT_EQ(f.severity, model::Severity::kWarning);
+  const double fitted = ev["growth_bytes_per_second"].get<double>();
+  EXPECT_NE(f.message.find("grows " + std::to_string(std::lround(fitted / 1e6)) + " MB/s"),
+            std::string::npos)
+      << f.message;
+  char minutes[32];
+  snprintf(minutes, sizeof minutes, "%.1f min", 192 * kGiB / fitted / 60);
+  EXPECT_NE(f.message.find(std::string("runs out of memory in ") + minutes), std::string::npos)
+      << f.message;
+  // The points it was fitted on travel with it, inside the span, in time order.
+  const auto& points = ev["points"];
+  ASSERT_GE(points.size(), 10u);
+  EXPECT_EQ(points.front()[0].get<int64_t>(), f.start_ns);
+  EXPECT_EQ(points.back()[0].get<int64_t>(), f.end_ns);
+}
+
+TEST(HostMemoryGrowthTest, ProjectedOomUnderTheCgroupLimitIsCritical) {
+  // 20 MB/s: slow enough to be no finding on a 256 GiB node (2.7 h to fill, below 32 MiB/s),
+  // but the cgroup allows 8 GiB: (8 GiB - the tree's memory) / 20 MB/s is within 900 s.
+  auto run = [](bool limited) {
+    Scenario s(limited ? "cgroup_oom" : "no_cgroup");
+    s.System("n0", 120, 500, 4, 0, [&](Scenario::Tick& t) {
+      t.rss_bytes = 2 * kGiB + (t.seconds > 20 ? 20e6 * (t.seconds - 20) : 0);
+      if (limited) s.Value("n0", "cgroup_memory_limit_bytes", "", t.ts_ns, 8 * kGiB);
+    });
+    s.Steps("n0", 0, kStart, kStart + 120 * kSec, [](int64_t, int64_t*, int64_t*, int64_t*) {});
+    return EvaluateOne(s.Finish(), "HostMemoryGrowth");
+  };
+  RuleResult r = run(true);
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  const auto ev = Evidence(f);
+  EXPECT_EQ(f.severity, model::Severity::kCritical);
+  EXPECT_TRUE(ev["projected_oom"].get<bool>());
+  EXPECT_EQ(ev["limit_source"], "the cgroup's memory.max");
+  const double last = ev["last_bytes"].get<double>();
+  EXPECT_EQ(ev["in_use_bytes"].get<double>(), last);
+  const double fitted = ev["growth_bytes_per_second"].get<double>();
+  EXPECT_NEAR(fitted, 20e6, 0.15 * 20e6);
+  ExpectFitOfPoints(ev, "growth_bytes_per_second");
+  EXPECT_NEAR(ev["seconds_until_limit"].get<double>(), (8 * kGiB - last) / fitted, 0.1);
+  EXPECT_LE(f.end_ns, kStart + 30 * kSec);
+  EXPECT_NE(f.recommendation.find("Checkpoint"), std::string::npos);
+  EXPECT_SILENT_ON_DATA(run(false));
+}
+
+TEST(HostMemoryGrowthTest, SilentOnAJumpAClimbThatLevelsOffAndNoise) {
+  // Near a tight cgroup limit (so that any "growth" would project an OOM soon), memory that
+  // jumps once (an evaluation pass, workers starting), climbs and levels off within a few
+  // seconds (caches filling) or only jitters is not a leak. (A climb that levels off over much
+  // longer than min_window_s is growth for as long as it lasts, and is named.)
+  Scenario s("not_leaks");
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> noise(-20e6, 20e6);
+  auto node = [&](const std::string& name, const std::function<double(double)>& rss) {
+    s.System(name, 300, 500, 4, 0, [&](Scenario::Tick& t) {
+      t.rss_bytes = rss(t.seconds);
+      s.Value(name, "cgroup_memory_limit_bytes", "", t.ts_ns, 6 * kGiB);
+    });
+    s.Steps(name, 0, kStart, kStart + 300 * kSec, [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  };
+  node("jump", [&](double t) { return 4e9 + (t > 100 ? 8e8 : 0) + noise(rng); });
+  node("ramp_to_plateau",
+       [&](double t) { return 3e9 + 1.5e9 * (1 - std::exp(-std::max(0.0, t - 20) / 1.5)); });
+  node("noise", [&](double) { return 4e9 + noise(rng); });
+  RuleResult r = EvaluateOne(s.Finish(), "HostMemoryGrowth");
+  EXPECT_SILENT_ON_DATA(r);
+}
+
+TEST(GpuMemoryGrowthTest, NamesAGpuThatWillFillUpAndNotOneThatSettles) {
+  Scenario s("gpu_growth");
+  s.System("n0", 180, 500, 4, 2, [&](Scenario::Tick& t) {
+    // gpu0: the caching allocator fills to 40 % in the first steps, then 0.5 % more per second
+    // from 60 s on (a tensor kept per step). gpu1: 40 %, then one jump to 70 % at 90 s.
+    t.gpu_mem[0] = 0.4 + (t.seconds > 60 ? 0.005 * (t.seconds - 60) : 0);
+    t.gpu_mem[1] = t.seconds > 90 ? 0.7 : 0.4;
+    if (t.seconds < 3) t.gpu_mem[0] = t.gpu_mem[1] = 0.1 * t.seconds;
+    s.Value("n0", "gpu_memory_total_bytes", "gpu0", t.ts_ns, 80 * kGiB);
+  });
+  s.Steps("n0", 0, kStart, kStart + 180 * kSec, [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  RuleResult r = EvaluateOne(s.Finish(), "GPUMemoryGrowth");
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  const auto ev = Evidence(f);
+  EXPECT_EQ(f.device, "gpu0");
+  EXPECT_EQ(f.severity, model::Severity::kCritical);
+  const double rate = ev["growth_ratio_per_second"].get<double>();
+  EXPECT_NEAR(rate, 0.005, 0.15 * 0.005);
+  ExpectFitOfPoints(ev, "growth_ratio_per_second");
+  EXPECT_NEAR(ev["growth_bytes_per_second"].get<double>(), rate * 80 * kGiB,
+              1e-4 * rate * 80 * kGiB);
+  EXPECT_NEAR(ev["seconds_until_limit"].get<double>(), (1 - ev["last_ratio"].get<double>()) / rate,
+              0.1);
+  EXPECT_LE(f.end_ns, kStart + 70 * kSec);
+  EXPECT_GT(r.datapoints, 600);  // both GPUs were read
 }
 
 TEST(CpuThrottlingTest, FiresOnlyWhenTheContainerIsThrottled) {

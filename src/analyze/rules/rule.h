@@ -67,6 +67,8 @@ enum class MetricKind : uint8_t {
   kCgroupThrottled,  // cgroup_cpu_throttled_ratio: share of CFS periods throttled
   kNetRx,            // network_receive_bytes_per_second
   kNetTx,            // network_transmit_bytes_per_second
+  kCgroupMemLimit,   // cgroup_memory_limit_bytes: memory.max, when the cgroup has one
+  kGpuMemTotal,      // gpu_memory_total_bytes, gpuN
 };
 
 struct SeriesKey {

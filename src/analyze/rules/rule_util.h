@@ -4,6 +4,7 @@
 // boundaries. Internal to the rules library.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -48,6 +49,24 @@ inline double Round(double v, int decimals = 4) {
   return std::round(v * f) / f;
 }
 inline double Ms(int64_t ns) { return Round(static_cast<double>(ns) / 1e6, 3); }
+// "131 MB", "2.1 GB", "950 kB" (decimal units, as `free -h --si` and the issue texts).
+inline std::string BytesText(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  double v = bytes;
+  while (std::fabs(v) >= 1000 && u < 5) {
+    v /= 1000;
+    ++u;
+  }
+  return Fixed(v, std::fabs(v) < 10 && u > 0 ? 1 : 0) + " " + units[u];
+}
+// "40 s", "12.5 min", "3.2 h", "2.1 days".
+inline std::string DurationText(double seconds) {
+  if (seconds < 120) return Fixed(seconds, 0) + " s";
+  if (seconds < 7200) return Fixed(seconds / 60, 1) + " min";
+  if (seconds < 172800) return Fixed(seconds / 3600, 1) + " h";
+  return Fixed(seconds / 86400, 1) + " days";
+}
 
 // A run of consecutive violating windows: counted as a violation per window, reported as one
 // finding when it opens. Returns true when `violating` opens a new episode.

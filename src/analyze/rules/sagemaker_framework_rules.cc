@@ -4,6 +4,7 @@
 // also fires inside ProfilerReport) are listed in docs/rules.md.
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <set>
 #include <tuple>
@@ -26,7 +27,11 @@ std::string Lower(std::string s) {
 // ---------------------------------------------------------------------------------------------
 // StepOutlier: a step is an outlier when it takes longer than mean + stddev * std of the
 // steps before it in its stream (node, rank, pid, mode). Each outlier is counted once; the
-// rule fires for a stream once it has more than n_outliers of them.
+// rule fires for a stream once it has more than n_outliers of them and (our addition) the
+// last n_outliers + 1 of them cost at least `min_time_share` of the stream's step time since
+// the first of them (at least the last min_steps steps): 3 std are passed by chance (0.13 % of
+// normal steps, more on a busy machine), so any long healthy job collects n_outliers; the share
+// says whether they matter. min_time_share=0 is SageMaker's rule.
 class StepOutlierRule : public Rule {
  public:
   StepOutlierRule(const RuleSpec& spec, Params params)
@@ -34,18 +39,39 @@ class StepOutlierRule : public Rule {
         stddev_(this->params().Number("stddev")),
         mode_(Lower(this->params().Text("mode"))),
         n_outliers_(this->params().Integer("n_outliers")),
-        min_steps_(this->params().Integer("min_steps")) {}
+        min_steps_(this->params().Integer("min_steps")),
+        min_share_(this->params().Number("min_time_share")) {}
 
   void OnStep(const StepRow& s) override {
     if (!mode_.empty() && Lower(s.mode) != mode_) return;
     Stream& st = streams_[{ctx().NodeName(s.node), s.rank, s.pid, s.mode}];
     ++result().datapoints;
     const double ms = static_cast<double>(s.duration_ns) / 1e6;
+    const double time_before = st.total_ms;
+    st.total_ms += ms;
+    // Step time of the last min_steps steps (at most 1 000), this one included.
+    st.last_ms.push_back(ms);
+    st.last_sum_ms += ms;
+    if (static_cast<int64_t>(st.last_ms.size()) > std::clamp<int64_t>(min_steps_, 1, 1000)) {
+      st.last_sum_ms -= st.last_ms.front();
+      st.last_ms.pop_front();
+    }
     if (st.stats.count() >= min_steps_) {
       const double threshold = st.stats.mean() + stddev_ * st.stats.stddev();
       if (ms > threshold) {
         ++result().violations;
         ++st.outliers;
+        // The last n_outliers + 1 outliers: step time before each and its excess over the mean.
+        st.recent.push_back({time_before, ms - st.stats.mean()});
+        st.recent_excess_ms += ms - st.stats.mean();
+        if (static_cast<int64_t>(st.recent.size()) > n_outliers_ + 1) {
+          st.recent_excess_ms -= st.recent.front().second;
+          st.recent.pop_front();
+        }
+        // Over the steps since the first of them, and at least the last min_steps steps: a
+        // burst of slightly late steps (other processes on a busy machine) is not a problem.
+        const double since_ms = std::max(st.total_ms - st.recent.front().first, st.last_sum_ms);
+        const double share = since_ms > 0 ? st.recent_excess_ms / since_ms : 0;
         if (st.examples.size() < 50) {
           st.examples.push_back({{"step", s.step},
                                  {"start_ns", s.start_ns},
@@ -54,14 +80,16 @@ class StepOutlierRule : public Rule {
                                  {"threshold_ms", Round(threshold, 3)}});
         }
         if (st.first_ns == 0) st.first_ns = s.start_ns;
-        if (!st.fired && st.outliers > n_outliers_) {
+        if (!st.fired && st.outliers > n_outliers_ && share >= min_share_) {
           st.fired = true;
           const std::string& node = ctx().NodeName(s.node);
           Emit(MakeFinding(
               Severity::kWarning, node, WhoDevice(s.rank, s.pid), st.first_ns, s.end_ns(),
               std::to_string(st.outliers) + " " + s.mode + " steps of " + Who(s.rank, s.pid) +
                   " on " + node + " took longer than mean + " + Fixed(stddev_, 1) + " std (" +
-                  Fixed(threshold) + " ms; mean " + Fixed(st.stats.mean()) + " ms)",
+                  Fixed(threshold) + " ms; mean " + Fixed(st.stats.mean()) + " ms); the last " +
+                  std::to_string(st.recent.size()) + " cost " + Pct(share) +
+                  " of the step time since the first of them",
               "Find what the slow steps share: periodic evaluation, checkpointing or logging "
               "every N steps, garbage collection, data shards that are slower to read, or "
               "other jobs on the node. Move periodic work off the training path or make it "
@@ -73,6 +101,11 @@ class StepOutlierRule : public Rule {
                {"threshold_ms", Round(threshold, 3)},
                {"outlier_steps", st.examples},
                {"n_outliers", n_outliers_},
+               {"recent_outliers", st.recent.size()},
+               {"recent_excess_ms", Round(st.recent_excess_ms, 3)},
+               {"recent_step_time_ms", Round(since_ms, 3)},
+               {"outlier_time_share", Round(share)},
+               {"min_time_share", min_share_},
                {"pid", s.pid}}));
         }
       }
@@ -87,10 +120,16 @@ class StepOutlierRule : public Rule {
     int64_t first_ns = 0;
     bool fired = false;
     json examples = json::array();
+    double total_ms = 0;                           // step time of the stream so far
+    std::deque<std::pair<double, double>> recent;  // (total_ms before it, excess ms)
+    double recent_excess_ms = 0;
+    std::deque<double> last_ms;  // the last min_steps step times
+    double last_sum_ms = 0;
   };
   double stddev_;
   std::string mode_;
   int64_t n_outliers_, min_steps_;
+  double min_share_;
   std::map<std::tuple<std::string, int64_t, int64_t, std::string>, Stream> streams_;
 };
 
@@ -356,13 +395,16 @@ void AddSageMakerFrameworkRules(std::vector<BuiltinRule>* out) {
       {{"StepOutlier",
         "Per training process and mode: a step is an outlier when it is slower than mean + "
         "`stddev` standard deviations of the steps before it; fires after more than "
-        "`n_outliers` outliers.",
+        "`n_outliers` outliers once the last n_outliers + 1 cost `min_time_share` of the step "
+        "time since the first of them.",
         true,
         {P("stddev", 3, "standard deviations above the mean"),
          P("mode", nullptr, "only steps of this mode (train, eval...); null: all modes"),
          P("n_outliers", 10, "outliers tolerated before the rule fires"),
          P("min_steps", 100,
-           "steps of a stream seen before outliers are judged (smdebug: 100, fixed)")}},
+           "steps of a stream seen before outliers are judged (smdebug: 100, fixed)"),
+         P("min_time_share", 0.1,
+           "share of step time the recent outliers must cost (0: SageMaker's count alone)")}},
        FactoryOf<StepOutlierRule>()});
   out->push_back(
       {{"Dataloader",

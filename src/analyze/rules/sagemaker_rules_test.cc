@@ -228,12 +228,46 @@ TEST(StepOutlierTest, DefectEachOutlierIsCountedOnce) {
             if (step >= 200 && step % 200 == 0 && step <= 2400)
               *compute = 1000 * kMs;  // 12 outliers
           });
-  RuleResult r = EvaluateOne(s.Finish(), "StepOutlier");
+  // SageMaker's rule (the count alone): these outliers cost 2.2 % of the step time.
+  RuleResult r = EvaluateOne(s.Finish(), "StepOutlier", {"StepOutlier.min_time_share=0"});
   EXPECT_TRUE(r.triggered);
   EXPECT_EQ(r.violations, 12);
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(Evidence(r.findings[0])["outliers"], 11);  // fired on the 11th (> n_outliers=10)
   EXPECT_EQ(Evidence(r.findings[0])["outlier_steps"][0]["step"], 200);
+}
+
+// A healthy job on a busy machine: every 100th step ~8 ms late out of 200 ms steps (other
+// processes) passes mean + 3 std, so by the count alone (SageMaker's) it fires after ~1 100
+// steps; the outliers cost 0.04 % of the step time, under min_time_share (10 %). Slow steps of
+// +800 ms every 10th cost about 800 / (10 x 200 + 800) = 29 %: named at the 11th.
+TEST(StepOutlierTest, CheapJitterIsNotAProblemCostlyOutliersAre) {
+  auto run = [](const std::string& name, int64_t every, int64_t extra_ms,
+                const std::vector<std::string>& overrides) {
+    Scenario s(name);
+    s.Steps("n0", 0, kStart, kStart + 600 * kSec,
+            [&](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+              *compute = (195 + (step * 7919) % 3 - 1) * kMs;  // 194..196 ms
+              if (step >= 100 && step % every == 0) *compute += extra_ms * kMs;
+            });
+    return EvaluateOne(s.Finish(), "StepOutlier", overrides);
+  };
+  RuleResult jitter = run("jitter", 100, 8, {});
+  EXPECT_SILENT_ON_DATA(jitter);
+  EXPECT_GT(jitter.violations, 20);  // counted, not named
+  EXPECT_TRUE(run("jitter_sm", 100, 8, {"StepOutlier.min_time_share=0"}).triggered);
+  RuleResult slow = run("slow", 10, 800, {});
+  ASSERT_EQ(slow.findings.size(), 1u);
+  const auto ev = Evidence(slow.findings[0]);
+  EXPECT_EQ(ev["outliers"], 11);
+  EXPECT_EQ(ev["recent_outliers"], 11);
+  // By hand: steps 100..200, the 11 outliers (100, 110, ..., 200) and the 90 between them:
+  // 90 x 200 ms (5 ms wait + 195 +- 1) + 11 x 1000 ms; each outlier's excess over the running
+  // mean is a little under 800 ms.
+  EXPECT_NEAR(ev["recent_step_time_ms"].get<double>(), 90 * 200 + 11 * 1000, 100);
+  EXPECT_NEAR(ev["outlier_time_share"].get<double>(),
+              ev["recent_excess_ms"].get<double>() / ev["recent_step_time_ms"].get<double>(), 1e-4);
+  EXPECT_NEAR(ev["outlier_time_share"].get<double>(), 11 * 750.0 / (90 * 200 + 11 * 1000), 0.03);
 }
 
 TEST(StepOutlierTest, SilentWithFewOutliersAndFiltersByMode) {
