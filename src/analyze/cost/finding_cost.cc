@@ -195,7 +195,7 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
   if (!ev.is_object()) ev = json::object();
 
   // Rules whose findings describe no billed time or capacity lost.
-  if (rule == "GPUMemoryIncrease" || rule == "HostMemoryGrowth") {
+  if (rule == "GPUMemoryIncrease" || rule == "GPUMemoryGrowth" || rule == "HostMemoryGrowth") {
     return None(
         "memory growth loses no billed time by itself; its cost is the run lost if it "
         "ends in an out-of-memory failure");
