@@ -1,8 +1,11 @@
 """trainprof's own tuning knobs: settings of a PyTorch job that `trainprof tune` changes without
 touching its code. Each is an environment variable that `tune` sets for a trial; inside the
 recorded job the automatic PyTorch instrumentation (`_auto.install`) calls `apply(torch)`,
-which sets torch's thread counts and rewrites the arguments of every `DataLoader(...)` the job
-creates. Nothing here runs unless a ``TRAINPROF_TUNE_*`` variable is set.
+which sets torch's thread counts, rewrites the arguments of every `DataLoader(...)` the job
+creates, and wraps `nn.Module.__call__` so that the model (the outermost module with parameters
+that the job calls) gets channels_last, autocast or compile on its first forward and notes
+what it is (annotation ``torch.model``, with ``TRAINPROF_TUNE_OBSERVE=1``, which tune sets in
+every trial). Nothing here runs unless a ``TRAINPROF_TUNE_*`` variable is set.
 
 This module is imported by the startup hook of recorded jobs: keep it free of heavy imports.
 """
@@ -50,7 +53,7 @@ OWN_KNOBS = {
                 "torch.channels_last)"),
         OwnKnob("autocast", "TRAINPROF_TUNE_AUTOCAST", "choice",
                 "the model's forward under torch.autocast(device, dtype) (off, bf16, fp16)",
-                "with torch.autocast(device_type, dtype=torch.{v}): out = model(x)",
+                "with torch.autocast(device_type, dtype=torch.{dtype}): out = model(x)",
                 choices=("off", "bf16", "fp16"), changes_math=True),
         OwnKnob("compile", "TRAINPROF_TUNE_COMPILE", "choice",
                 "torch.compile(model, mode=...) on the model's first forward (off, default, "
@@ -194,8 +197,9 @@ def _patch_dataloader_init(torch, settings: dict) -> None:
 
 
 class _Calls:
-    depth = 0  # module calls open (the model is the outermost module called)
-    seen: "weakref.WeakSet | None" = None
+    local = None  # threading.local: .depth, the module calls open in this thread (the model
+    # is the outermost module called)
+    seen = None  # weakref.WeakSet of the models prepared
 
 
 def _model_facts(torch, module) -> dict:
@@ -248,7 +252,11 @@ def _patch_model_call(torch, settings: dict) -> None:
     orig = Module.__call__
     if getattr(orig, "_trainprof_tune", False):
         return
+    import threading
+
     _Calls.seen = weakref.WeakSet()
+    _Calls.local = threading.local()
+    tls = _Calls.local
     is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (
         lambda: False)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(settings.get("autocast") or "")
@@ -256,7 +264,7 @@ def _patch_model_call(torch, settings: dict) -> None:
     models: dict = {}  # id -> (facts) of the models seen
 
     def __call__(self, *args, **kwargs):
-        if _Calls.depth or is_compiling():
+        if is_compiling() or getattr(tls, "depth", 0):
             return orig(self, *args, **kwargs)
         facts = models.get(id(self)) if self in _Calls.seen else None
         if facts is None:
@@ -282,7 +290,7 @@ def _patch_model_call(torch, settings: dict) -> None:
                              if isinstance(a, torch.Tensor) and a.dim() == 4 else a for a in args)
             except Exception as exc:  # noqa: BLE001
                 _warn_once("channels_last_input", f"channels_last inputs not applied: {exc}")
-        _Calls.depth += 1
+        tls.depth = 1
         try:
             if dtype is not None and facts.get("autocast") != "off":
                 try:
@@ -295,7 +303,7 @@ def _patch_model_call(torch, settings: dict) -> None:
                     return orig(self, *args, **kwargs)
             return orig(self, *args, **kwargs)
         finally:
-            _Calls.depth -= 1
+            tls.depth = 0
 
     __call__._trainprof_tune = True  # type: ignore[attr-defined]
     __call__._trainprof_orig = orig  # type: ignore[attr-defined]

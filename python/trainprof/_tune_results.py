@@ -824,7 +824,8 @@ def summarize(spec, results: list[dict], price, *, elapsed_s: float, trials_s: f
         for k in spec.knobs:
             v = best["raw_settings"][k.name]
             if k.kind == "own" and v != DEFAULT:
-                in_code.append(K.OWN_KNOBS[k.name].in_code.format(v=typed(v)))
+                in_code.append(K.OWN_KNOBS[k.name].in_code.format(
+                    v=typed(v), dtype={"bf16": "bfloat16", "fp16": "float16"}.get(v, v)))
     ranked = sorted(results, key=_rank_key)
     # the setting with the fewest changes whose objective is within --min-effect of the best's
     simplest = None

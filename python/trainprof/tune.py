@@ -779,7 +779,8 @@ def parser() -> argparse.ArgumentParser:
                    help='knobs in JSON: {"NAME": [values] | {"values": [...], "env": "VAR", '
                         '"changes_math": true}}')
     s.add_argument("--no-auto-knobs", dest="auto_knobs", action="store_false",
-                   help="do not add trainprof's own knobs (num_workers, torch_threads) that the "
+                   help="do not add trainprof's own knobs (num_workers, torch_threads, "
+                        "channels_last, autocast, compile; pin_memory with a GPU) that the "
                         "command line does not name")
     s.add_argument("--changes-math", action="append", metavar="NAME",
                    help="flag a knob as changing the training (batch size, precision... are "
