@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -18,7 +19,12 @@ std::string Scratch() {
     // on a disk would bound the fuzzer to a few dozen inputs a second.
     std::string tmpl = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp";
     tmpl += "/tp_fuzz_horovod_XXXXXX";
-    return std::string(mkdtemp(tmpl.data()));
+    static std::string made = mkdtemp(tmpl.data());
+    std::atexit([] {  // tmpfs is memory: leave nothing behind
+      std::error_code ec;
+      std::filesystem::remove_all(made, ec);
+    });
+    return made;
   }();
   return dir;
 }

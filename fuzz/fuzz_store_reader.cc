@@ -71,6 +71,11 @@ const Genuine& MakeGenuine() {
     std::string tmpl = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp";
     tmpl += "/tp_fuzz_store_reader_XXXXXX";
     out.dir = mkdtemp(tmpl.data());
+    static std::string made = out.dir;
+    std::atexit([] {  // tmpfs is memory: leave nothing behind
+      std::error_code ec;
+      std::filesystem::remove_all(made, ec);
+    });
     model::RunMetadata m;
     m.run_id = "fuzz";
     m.name = "fuzz";
