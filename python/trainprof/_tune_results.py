@@ -823,7 +823,7 @@ def summarize(spec, results: list[dict], price, *, elapsed_s: float, trials_s: f
     if best is not None:
         for k in spec.knobs:
             v = best["raw_settings"][k.name]
-            if k.kind == "own" and v != DEFAULT:
+            if k.kind == "own" and v != DEFAULT and canon.get(k.name, {}).get(v) != DEFAULT:
                 in_code.append(K.OWN_KNOBS[k.name].in_code.format(
                     v=typed(v), dtype={"bf16": "bfloat16", "fp16": "float16"}.get(v, v)))
     ranked = sorted(results, key=_rank_key)
