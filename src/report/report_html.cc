@@ -71,6 +71,17 @@ std::string MetricTitle(const std::string& metric) {
   return metric;
 }
 
+// The metrics the page leads with (those with a title above); the others go under "More".
+bool IsKeyMetric(const std::string& metric) { return MetricTitle(metric) != metric; }
+
+// Every sample of the series has the same value.
+bool Constant(const Stats& s) { return s.count > 0 && s.min && s.max && *s.min == *s.max; }
+
+// Every sample of the series is 0 (a series without samples is missing, not zero).
+bool ZeroThroughout(const Stats& s) {
+  return s.count > 0 && s.min && s.max && *s.min == 0 && *s.max == 0;
+}
+
 // Collects the page's charts: each gets a placeholder div and one entry in the data block.
 class Charts {
  public:
@@ -226,19 +237,73 @@ void RenderSystem(const Report& r, Page& p) {
     p.Text(facts);
     p.Add("</p>");
     if (n.metrics.empty()) p.Note("n/a: no system metrics were stored for this node.");
-    p.Add("<table class=\"stats\"><thead>");
-    p.Row({"Metric", "Device", "p50", "p95", "p99", "max", "min", "mean", "samples"}, true);
-    p.Add("</thead><tbody>");
-    for (const auto& m : n.metrics) {
-      for (const auto& d : m.devices) {
-        std::vector<std::string> row = {E(MetricTitle(m.metric)),
-                                        E(d.device.empty() ? "—" : d.device)};
-        StatsCells(row, d.stats, m.unit);
-        row.push_back(std::to_string(d.stats.count));
-        p.Row(row);
+    // The series that say something come first: the key metrics (those with a title) in a
+    // table and charts; the others behind "More metrics"; a series zero throughout the run is
+    // not given a row or a chart, only its name on one line.
+    std::vector<const MetricUsage*> key, more;
+    for (const auto& m : n.metrics) (IsKeyMetric(m.metric) ? key : more).push_back(&m);
+    auto zero_line = [&p](const std::vector<const MetricUsage*>& metrics) {
+      std::string line;
+      for (const MetricUsage* m : metrics) {
+        std::vector<std::string> devices;
+        for (const auto& d : m->devices) {
+          if (ZeroThroughout(d.stats)) devices.push_back(d.device.empty() ? "—" : d.device);
+        }
+        if (devices.empty()) continue;
+        std::string item = MetricTitle(m->metric);
+        if (devices.size() == m->devices.size() && m->devices.size() > 1) {
+          item += " (every device: ";
+        } else {
+          item += " (";
+        }
+        for (size_t i = 0; i < devices.size(); ++i) item += (i ? ", " : "") + devices[i];
+        line += (line.empty() ? "" : " · ") + item + ")";
       }
-    }
-    p.Add("</tbody></table>");
+      if (!line.empty()) {
+        p.Add("<p class=\"note zero\">Zero throughout the run (no rows, no charts): ");
+        p.Text(line);
+        p.Add("</p>");
+      }
+    };
+    auto stats_table = [&p](const std::vector<const MetricUsage*>& metrics) {
+      int rows = 0;
+      for (const MetricUsage* m : metrics) {
+        for (const auto& d : m->devices) rows += ZeroThroughout(d.stats) ? 0 : 1;
+      }
+      if (rows == 0) return;
+      p.Add("<table class=\"stats\"><thead>");
+      p.Row({"Metric", "Device", "p50", "p95", "p99", "max", "min", "mean", "samples"}, true);
+      p.Add("</thead><tbody>");
+      for (const MetricUsage* m : metrics) {
+        for (const auto& d : m->devices) {
+          if (ZeroThroughout(d.stats)) continue;
+          std::vector<std::string> row = {E(MetricTitle(m->metric)),
+                                          E(d.device.empty() ? "—" : d.device)};
+          StatsCells(row, d.stats, m->unit);
+          row.push_back(std::to_string(d.stats.count));
+          p.Row(row);
+        }
+      }
+      p.Add("</tbody></table>");
+    };
+    auto chart_grid = [&p](const std::vector<const MetricUsage*>& metrics) {
+      p.Add("<div class=\"grid\">");
+      for (const MetricUsage* m : metrics) {
+        json series = json::array();
+        for (const auto& d : m->devices) {
+          // Zero or constant throughout: the table says all there is (a flat line says less).
+          if (d.band.size() == 0 || ZeroThroughout(d.stats) || Constant(d.stats)) continue;
+          series.push_back(BandSeries(d.device.empty() ? m->metric : d.device, d.band));
+        }
+        if (series.empty()) continue;
+        p.Add("<figure><figcaption>" + E(MetricTitle(m->metric)) + "</figcaption>");
+        p.Add(p.charts.Add({{"kind", "band"}, {"unit", m->unit}, {"series", series}}));
+        p.Add("</figure>");
+      }
+      p.Add("</div>");
+    };
+    stats_table(key);
+    zero_line(key);
     if (!n.heatmap.rows.empty()) {
       json cells = json::array();
       for (const auto& row : n.heatmap.cells) {
@@ -254,19 +319,23 @@ void RenderSystem(const Report& r, Page& p) {
                           {"bucket_s", static_cast<double>(n.heatmap.bucket_ns) / 1e9},
                           {"cells", cells}}));
     }
-    p.Add("<div class=\"grid\">");
-    for (const auto& m : n.metrics) {
-      json series = json::array();
-      for (const auto& d : m.devices) {
-        if (d.band.size() == 0) continue;
-        series.push_back(BandSeries(d.device.empty() ? m.metric : d.device, d.band));
+    chart_grid(key);
+    if (!more.empty()) {
+      size_t series = 0, zero = 0;
+      for (const MetricUsage* m : more) {
+        for (const auto& d : m->devices) {
+          ++series;
+          zero += ZeroThroughout(d.stats) ? 1 : 0;
+        }
       }
-      if (series.empty()) continue;
-      p.Add("<figure><figcaption>" + E(MetricTitle(m.metric)) + "</figcaption>");
-      p.Add(p.charts.Add({{"kind", "band"}, {"unit", m.unit}, {"series", series}}));
-      p.Add("</figure>");
+      p.Add("<details class=\"more\"><summary>More metrics: " + std::to_string(more.size()) +
+            " metrics, " + std::to_string(series) + " series (" + std::to_string(zero) +
+            " zero throughout)</summary>");
+      stats_table(more);
+      zero_line(more);
+      chart_grid(more);
+      p.Add("</details>");
     }
-    p.Add("</div>");
   }
   p.Add("</section>");
 }
@@ -701,27 +770,28 @@ std::string RenderHtml(const Report& r) {
   p.Add("</p><nav>");
   for (const auto& [id, name] :
        std::vector<std::pair<const char*, const char*>>{{"summary", "Summary"},
+                                                        {"rules", "Rules"},
+                                                        {"cost", "Cost"},
                                                         {"phases", "Phases"},
                                                         {"system", "System"},
                                                         {"training", "Training loop"},
                                                         {"operators", "Operators"},
                                                         {"python", "Python functions"},
                                                         {"data-loader", "Data loader"},
-                                                        {"rules", "Rules"},
-                                                        {"cost", "Cost"},
                                                         {"data-quality", "Data quality"}}) {
     p.Add(std::string("<a href=\"#") + id + "\">" + name + "</a>");
   }
   p.Add("</nav></header><main>");
+  // What to do first (verdict, findings with their evidence, what it cost), then the detail.
   RenderSummary(r, p);
+  RenderRules(r, p);
+  RenderCost(r, p);
   RenderPhases(r, p);
   RenderSystem(r, p);
   RenderTraining(r, p);
   RenderOperators(r, p);
   RenderPython(r, p);
   RenderDataLoader(r, p);
-  RenderRules(r, p);
-  RenderCost(r, p);
   RenderDataQuality(r, p);
   p.Add(
       "</main><footer><details><summary>Third-party notices</summary><p>Charts drawn with "

@@ -71,7 +71,9 @@ def browser():
 def drawn_charts(browser) -> list[dict]:
     """Per chart placeholder: its canvases and how many sampled pixels carry ink."""
     return browser.execute_script("""
-        return Array.from(document.querySelectorAll('div.chart')).map(function (div) {
+        return Array.from(document.querySelectorAll('div.chart')).filter(function (div) {
+          return !div.closest('details:not([open])');  // drawn when opened
+        }).map(function (div) {
           var cs = div.querySelectorAll('canvas'), inked = 0;
           cs.forEach(function (c) {
             if (!c.width || !c.height) return;
@@ -118,8 +120,9 @@ def test_report_renders_in_chromium(report_html, browser):
 
     chart = browser.find_element(By.CSS_SELECTOR, "#system div.chart:not(:first-of-type), #system figure div.chart")
     ActionChains(browser).move_to_element_with_offset(chart, 40, 0).perform()
-    legend = browser.execute_script(
-        "var l = document.querySelector('.dygraph-legend'); return l ? l.textContent : '';")
+    legend = browser.execute_script(  # the hovered chart's own (the findings draw charts too)
+        "var l = arguments[0].querySelector('.dygraph-legend'); return l ? l.textContent : '';",
+        chart)
     assert legend.strip(), "no hover legend"
 
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
@@ -183,3 +186,79 @@ def test_recorded_run_report_renders_in_chromium(recorded_report, browser):
     height = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1300, min(height, 12000))
     assert browser.save_screenshot(str(ARTIFACTS / "report_recorded_run.png"))
+
+
+def test_recorded_run_report_reads_like_a_monitoring_ui(recorded_report, browser):
+    """Issue 18's complaints about the report, checked on the recorded run in Chromium: no table
+    row and no chart for a series that is zero throughout (the run's own store, read with the
+    Python reader, says which are: network drops and errors on an idle interface are), one line
+    naming them instead; every chart's y ticks distinct (no "1 B/s, 1 B/s, 0 B/s"); a legend on
+    every chart with several lines; a heatmap tall enough to read; the rest behind "More
+    metrics", whose charts draw when it opens; the findings within 3 screens."""
+    import trainprof
+    from selenium.webdriver.common.by import By
+
+    frame = trainprof.open(recorded_report.parent).system_metrics().to_pandas()
+    grouped = frame.groupby(["metric", "device"])["value"]
+    zero = {(m, d) for (m, d), v in grouped if len(v) and (v == 0).all()}
+    nonzero = {(m, d) for (m, d), v in grouped if len(v) and (v != 0).any()}
+    assert zero and nonzero
+    browser.get(recorded_report.as_uri())
+    zero_lines = [e.get_attribute("textContent") for e in
+                  browser.find_elements(By.CSS_SELECTOR, "#system p.zero")]
+    assert zero_lines and all(t.startswith("Zero throughout the run") for t in zero_lines)
+    # Rows: metric (title or name) and device; none of the zero series has one.
+    rows = browser.execute_script("""
+        return Array.from(document.querySelectorAll('#system table.stats tbody tr')).map(
+          function (tr) { return Array.from(tr.cells).map(function (c) { return c.textContent; }); });""")
+    row_keys = {(r[0], r[1]) for r in rows}
+    titles = {"cpu_utilization_ratio": "CPU utilisation", "cpu_iowait_ratio": "CPU I/O wait",
+              "memory_used_bytes": "Memory used", "memory_total_bytes": "Memory total",
+              "network_receive_bytes_per_second": "Network receive",
+              "network_transmit_bytes_per_second": "Network transmit",
+              "disk_read_bytes_per_second": "Disk read", "disk_write_bytes_per_second": "Disk write",
+              "process_cpu_utilization_ratio": "Training processes: CPU",
+              "process_resident_memory_bytes": "Training processes: resident memory"}
+    for metric, device in zero:
+        key = (titles.get(metric, metric), device or "—")
+        assert key not in row_keys, key
+        assert titles.get(metric, metric) + " (" in " ".join(zero_lines), metric
+    # ... and a series with a non-zero sample keeps its row (per-core CPU rows included).
+    for metric, device in nonzero:
+        assert (titles.get(metric, metric), device or "—") in row_keys, (metric, device)
+    # Charts on the first level: drawn, with distinct y ticks and a legend when several lines.
+    charts = browser.execute_script("""
+        return Array.from(document.querySelectorAll('#system div.chart')).filter(function (d) {
+          return !d.closest('details:not([open])'); }).map(function (d) {
+          var ticks = Array.from(d.querySelectorAll('.dygraph-axis-label-y')).map(function (e) {
+            return e.textContent; });
+          var legend = d.nextElementSibling && d.nextElementSibling.classList.contains('tp-legend')
+            ? d.nextElementSibling.textContent : null;
+          var spec = JSON.parse(document.getElementById('tp-charts').textContent)[
+            Number(d.getAttribute('data-chart'))];
+          var canvas = d.querySelector('canvas');
+          return {kind: spec.kind, series: (spec.series || []).map(function (s) { return s.label; }),
+                  ticks: ticks, legend: legend, height: canvas ? canvas.getBoundingClientRect().height : 0};
+        });""")
+    assert any(c["kind"] == "band" for c in charts)
+    for c in charts:
+        assert len(c["ticks"]) == len(set(c["ticks"])), c
+        if c["kind"] == "band" and len(c["series"]) > 1:
+            assert c["legend"] and all(s in c["legend"] for s in c["series"]), c
+        if c["kind"] == "heatmap":
+            assert c["height"] >= 60, c
+    # "More metrics" is closed; opening it draws its charts.
+    more = browser.find_element(By.CSS_SELECTOR, "#system details.more")
+    assert more.get_attribute("open") is None
+    more.find_element(By.TAG_NAME, "summary").click()
+    hidden = browser.execute_script("""
+        return Array.from(document.querySelectorAll('#system details.more div.chart')).map(
+          function (d) { return d.querySelectorAll('canvas').length; });""")
+    assert hidden and all(n > 0 for n in hidden), hidden
+    more.find_element(By.TAG_NAME, "summary").click()
+    rules_end = browser.execute_script(
+        "var r = document.getElementById('rules').getBoundingClientRect();"
+        "return r.bottom + window.scrollY;")
+    assert rules_end < 3 * 1600, rules_end
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors

@@ -27,6 +27,44 @@
     if (unit === "cores") return v.toFixed(2) + " cores";
     return String(Math.round(v * 1000) / 1000);
   }
+  // An axis tick: as many decimals as the tick spacing needs (so that "0.2 B/s" and "0.4 B/s"
+  // are not both "0 B/s"), one scale for the whole axis (the range's, not each tick's).
+  function fmtTick(v, unit, lo, hi) {
+    var step = (hi - lo) / 10;  // dygraphs puts up to ~8 ticks on a 220 px axis
+    if (!(step > 0) || !isFinite(step)) return fmt(v, unit);
+    function dec(s) { return Math.max(0, Math.min(4, Math.ceil(-Math.log10(s) - 1e-9))); }
+    if (unit === "ratio") return (v * 100).toFixed(dec(step * 100)) + " %";
+    if (unit === "bytes" || unit === "bytes_per_second") {
+      var u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0, big = Math.max(Math.abs(lo), Math.abs(hi));
+      while (big >= 1024 && i < 4) { big /= 1024; i++; }
+      var k = Math.pow(1024, i);
+      return (v / k).toFixed(dec(step / k)) + " " + u[i] + (unit === "bytes" ? "" : "/s");
+    }
+    var suffix = { ms: " ms", watts: " W", cores: " cores" }[unit] || "";
+    if (unit === "usd") return "$" + v.toFixed(Math.max(2, dec(step)));
+    return v.toFixed(dec(step)) + suffix;
+  }
+  function yTick(unit) {
+    return function (v, gran, opts, g) {
+      var r = g && g.yAxisRange ? g.yAxisRange() : null;
+      return r ? fmtTick(v, unit, r[0], r[1]) : fmt(v, unit);
+    };
+  }
+  // A legend that is always there for charts of several series (the hover legend shows values).
+  function staticLegend(el, labels) {
+    if (labels.length < 2) return;
+    var box = document.createElement("div");
+    box.className = "tp-legend";
+    labels.forEach(function (label, k) {
+      var item = document.createElement("span");
+      var sw = document.createElement("i");
+      sw.style.background = palette[k % palette.length];
+      item.appendChild(sw);
+      item.appendChild(document.createTextNode(label));
+      box.appendChild(item);
+    });
+    el.parentNode.insertBefore(box, el.nextSibling);
+  }
   var palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                  "#7f7f7f", "#bcbd22", "#17becf"];
 
@@ -41,7 +79,7 @@
       axes: {
         y: {
           valueFormatter: function (v) { return fmt(v, unit); },
-          axisLabelFormatter: function (v) { return fmt(v, unit); },
+          axisLabelFormatter: yTick(unit),
           axisLabelWidth: 72
         }
       }
@@ -94,6 +132,7 @@
       };
     }
     new Dygraph(el, data, opts);
+    staticLegend(el, spec.series.map(function (s) { return String(s.label); }));
   }
 
   function drawHist(el, spec) {
@@ -122,7 +161,7 @@
 
   function drawHeatmap(el, spec) {
     var rows = spec.rows.length, cols = spec.cells.length ? spec.cells[0].length : 0;
-    var rowH = rows > 40 ? 6 : 12, labelW = 56, axisH = 18;
+    var rowH = rows > 40 ? 6 : Math.max(12, Math.min(28, Math.floor(168 / Math.max(1, rows)))), labelW = 56, axisH = 18;
     var canvas = document.createElement("canvas");
     var cssW = el.clientWidth || 900, cssH = rows * rowH + axisH;
     var dpr = window.devicePixelRatio || 1;
@@ -139,7 +178,7 @@
     ctx.font = "10px sans-serif";
     ctx.fillStyle = css("--fg") || "#222";
     for (var r = 0; r < rows; r++) {
-      if (rowH >= 10 || r % 4 === 0) ctx.fillText(spec.rows[r], 2, r * rowH + rowH - 2);
+      if (rowH >= 10 || r % 4 === 0) ctx.fillText(spec.rows[r], 2, r * rowH + Math.min(rowH - 2, rowH / 2 + 4));
       for (var c = 0; c < cols; c++) {
         var v = spec.cells[r][c];
         ctx.fillStyle = v === null ? (css("--missing") || "#ccc") : heatColor(v);
@@ -193,5 +232,5 @@
     }
   }
 
-  window.tpCharts = { draw: draw, fmt: fmt, esc: esc };
+  window.tpCharts = { draw: draw, fmt: fmt, fmtTick: fmtTick, esc: esc };
 })();
