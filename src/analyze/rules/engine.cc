@@ -77,7 +77,7 @@ void Classify(SeriesKey* key) {
     key->kind = MetricKind::kMemTotal;
   } else if (m == "process_resident_memory_bytes" && d == "tree") {
     key->kind = MetricKind::kProcessRss;
-  } else if (m == "cgroup_cpu_throttled_ratio") {
+  } else if (m == "cgroup_cpu_throttled_periods_ratio") {
     key->kind = MetricKind::kCgroupThrottled;
   } else if (m == "cgroup_memory_limit_bytes") {
     key->kind = MetricKind::kCgroupMemLimit;

@@ -619,8 +619,8 @@ class GpuMemoryGrowthRule : public Rule {
 };
 
 // ---------------------------------------------------------------------------------------------
-// CPUThrottling: the container's CFS quota throttles it (cgroup_cpu_throttled_ratio, the share
-// of scheduler periods in which the cgroup was throttled), per data-time window.
+// CPUThrottling: the container's CFS quota throttles it (cgroup_cpu_throttled_periods_ratio, the
+// share of scheduler periods in which the cgroup was throttled), per data-time window.
 class CpuThrottlingRule : public Rule {
  public:
   CpuThrottlingRule(const RuleSpec& spec, Params params)
@@ -1145,7 +1145,7 @@ void AddOwnRules(std::vector<BuiltinRule>* out) {
        FactoryOf<GpuMemoryGrowthRule>()});
   out->push_back({{"CPUThrottling",
                    "Per node: mean share of CFS periods in which the container was throttled "
-                   "(cgroup_cpu_throttled_ratio), per window.",
+                   "(cgroup_cpu_throttled_periods_ratio), per window.",
                    false,
                    {P("threshold_ratio", 0.1, "share of throttled periods (0..1)"),
                     P("window_s", 60, "seconds per window")}},

@@ -64,7 +64,7 @@ enum class MetricKind : uint8_t {
   kMemUsed,          // memory_used_bytes
   kMemTotal,         // memory_total_bytes
   kProcessRss,       // process_resident_memory_bytes, device tree
-  kCgroupThrottled,  // cgroup_cpu_throttled_ratio: share of CFS periods throttled
+  kCgroupThrottled,  // cgroup_cpu_throttled_periods_ratio: share of CFS periods throttled
   kNetRx,            // network_receive_bytes_per_second
   kNetTx,            // network_transmit_bytes_per_second
   kCgroupMemLimit,   // cgroup_memory_limit_bytes: memory.max, when the cgroup has one

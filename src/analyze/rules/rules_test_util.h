@@ -99,7 +99,7 @@ class Scenario {
       if (tick.rss_bytes >= 0)
         Value(node, "process_resident_memory_bytes", "tree", tick.ts_ns, tick.rss_bytes);
       if (tick.throttled >= 0)
-        Value(node, "cgroup_cpu_throttled_ratio", "", tick.ts_ns, tick.throttled);
+        Value(node, "cgroup_cpu_throttled_periods_ratio", "", tick.ts_ns, tick.throttled);
     }
   }
 
