@@ -59,3 +59,25 @@ def smallest_kineto_trace(accept):
         if isinstance(doc, dict) and accept(doc):
             return path, doc
     raise AssertionError("no such Kineto trace under shared/data/traces")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's chromium and chromium-driver) driven by Selenium, with the
+    browser console kept (tests assert there are no errors); one per test module."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is required (scripts/requirements-dev.txt)")
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.fail("Debian's chromium and chromium-driver are required (scripts/system-packages.txt)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()

@@ -79,24 +79,6 @@ def test_page_numbers_match_json_and_summaries(page):
     assert "&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;&amp;&quot;job&#x27;" in html
 
 
-@pytest.fixture(scope="module")
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver")
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.fail("Debian's chromium and chromium-driver are required (scripts/system-packages.txt)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    yield driver
-    driver.quit()
-
-
 def test_page_in_chromium(page, browser):
     out, doc, truth = page
     browser.get(out.as_uri())

@@ -49,25 +49,6 @@ def report_html(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver")
-    chromium = shutil.which("chromium")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.fail("Debian's chromium and chromium-driver are required (scripts/system-packages.txt)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    yield driver
-    driver.quit()
-
-
 def drawn_charts(browser) -> list[dict]:
     """Per chart placeholder: its canvases and how many sampled pixels carry ink."""
     return browser.execute_script("""
