@@ -353,6 +353,7 @@ void AcceptObjectStoreUrls(CLI::App& app) {
       {{"export", "smdebug"}, "run", Kind::kRun},
       {{"export", "smdebug"}, "--out", Kind::kOutput},
       {{"serve"}, "runs", Kind::kSnapshot},
+      {{"ls"}, "dir", Kind::kSnapshot},
       {{"import", "kineto"}, "--out", Kind::kOutput},
       {{"import", "smdebug"}, "--out", Kind::kOutput},
       {{"import", "horovod"}, "--out", Kind::kOutput},

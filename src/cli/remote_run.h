@@ -2,11 +2,11 @@
 // Run directories on object storage for the native commands (docs/fleet.md, issue 21).
 //
 // A RUN argument with a scheme (`s3://bucket/prefix/run`, any fsspec URL) of the commands that
-// read runs (show, cost, rules, analyze, report, export, serve) names a local path in a private
+// read runs (show, cost, rules, analyze, report, export, serve, ls) names a local path in a private
 // temporary directory (mkdtemp, 0700) while the command line is parsed; before the command
 // runs, `python -m trainprof.fleet fetch URL PATH` copies the run there. What the command adds
 // to the copy or changes (report.html, stored findings) is uploaded back after it succeeds
-// (`python -m trainprof.fleet push`; `serve` reads a snapshot and writes nothing back). An
+// (`python -m trainprof.fleet push`; `serve` and `ls` read a snapshot and write nothing back). An
 // output URL (`report --out s3://...`, `export ... --out s3://...`, `import ... --out
 // s3://...`) is written locally and uploaded when the command succeeds. The temporary
 // directories are removed when the command ends, whatever happened; while a URL is in use the

@@ -107,6 +107,15 @@ def test_readers_print_what_they_print_locally(remote):
                       ["total_cost_usd"], rel=1e-12)
     no_temporaries(r)
 
+    # ls of a prefix lists the runs under it as ls of the local directory does.
+    mine = run_cli("ls", local.parent, env=env).stdout
+    theirs = run_cli("ls", f"s3://{BUCKET}/team", env=env).stdout
+    def cells(text: str) -> list[list[str]]:  # the columns' widths follow the names
+        return [line.split() for line in text.splitlines()]
+    assert "run1" in mine and \
+        cells(theirs) == cells(mine.replace(str(local.parent), f"s3://{BUCKET}/team"))
+    no_temporaries(r)
+
     # A prefix holding a run is not a run: named.
     p = run_cli("show", f"s3://{BUCKET}/team", env=env, check=False)
     assert p.returncode == 1 and f"s3://{BUCKET}/team: not one run" in p.stderr, p.stderr
