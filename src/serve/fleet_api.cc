@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/children.h"
+#include "base/platform.h"
 
 extern char** environ;
 
@@ -38,8 +39,8 @@ void Walk(const std::string& dir, int depth, std::string& out, size_t& seen) {
   struct stat st {};
   if (seen >= kMaxEntries || stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
   ++seen;
-  out += dir + '\t' + std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec) +
-         '\n';
+  const timespec mt = platform::ModificationTime(st);
+  out += dir + '\t' + std::to_string(mt.tv_sec) + '.' + std::to_string(mt.tv_nsec) + '\n';
   if (depth <= 0) return;
   std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
   if (!d) return;
@@ -53,8 +54,9 @@ void Walk(const std::string& dir, int depth, std::string& out, size_t& seen) {
     if (name == "summary.json" || name == "run.json") {  // rewritten in place: a file's mtime
       struct stat fs {};
       if (stat((dir + '/' + name).c_str(), &fs) == 0) {
-        out += dir + '/' + name + '\t' + std::to_string(fs.st_mtim.tv_sec) + '.' +
-               std::to_string(fs.st_mtim.tv_nsec) + '\n';
+        const timespec t = platform::ModificationTime(fs);
+        out += dir + '/' + name + '\t' + std::to_string(t.tv_sec) + '.' +
+               std::to_string(t.tv_nsec) + '\n';
       }
     }
     if (subdirs.size() + seen >= kMaxEntries) break;
@@ -70,8 +72,8 @@ struct Result {
 // Runs argv; stdout is the answer, stderr the error message.
 Result RunFleet(std::vector<std::string> argv) {
   int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) return {500, "pipe failed"};
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+  if (platform::PipeCloseOnExec(out_pipe) != 0) return {500, "pipe failed"};
+  if (platform::PipeCloseOnExec(err_pipe) != 0) {
     close(out_pipe[0]);
     close(out_pipe[1]);
     return {500, "pipe failed"};
