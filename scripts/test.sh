@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: formatting check, the C++ unit tests (ctest), the same tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer, the recorder's tests under ThreadSanitizer, a
-# short libFuzzer run of each importer (FUZZ_SECONDS each, default 10), and the Python tests
+# short libFuzzer run of each importer (FUZZ_SECONDS each, default 6; longer runs: fuzz/run_fuzz.sh), and the Python tests
 # (pytest, last, so that its summary line closes the output). The ASan pass runs when
 # TRAINPROF_SANITIZE=1, the portable build's tests (collectors off, POSIX platform layer:
 # scripts/portable_check.sh, about 4 minutes more on 2 cores) when TRAINPROF_PORTABLE=1; the
@@ -63,7 +63,7 @@ cmake --build build/tsan -j"$JOBS" --target instrument_test >/dev/null
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/src/instrument/instrument_test \
   --gtest_filter=-RecorderTest.ForkedChildWritesItsOwnStoreAndNeverTheParents --gtest_brief=1
 
-echo; echo "== fuzzing the importers (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:=10} s each)"
+echo; echo "== fuzzing the importers (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:=6} s each)"
 # A clang build of the fuzz targets only (the importers, store and model libraries they link,
 # coverage-instrumented); the same targets' corpus replays ran in ctest above.
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
