@@ -93,6 +93,10 @@ class SamplingLoop::Sink : public collect::SampleSink {
     loop_->counters_[name] += delta;
   }
 
+  void Note(std::string_view key, std::string_view value) override {
+    loop_->writer_->Annotate(tick_.wall_ns, std::string(key), std::string(value));
+  }
+
   std::vector<MetricValue> TakeValues() { return std::move(values_); }
   int64_t invalid() const { return invalid_; }
 

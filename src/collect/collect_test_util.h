@@ -34,6 +34,9 @@ class RecordingSink : public SampleSink {
   void Count(std::string_view counter, int64_t delta) override {
     counters[std::string(counter)] += delta;
   }
+  void Note(std::string_view key, std::string_view value) override {
+    notes.emplace_back(std::string(key), std::string(value));
+  }
   std::optional<double> Get(const std::string& metric, const std::string& device = "") const {
     auto it = values.find({metric, device});
     if (it == values.end()) return std::nullopt;
@@ -54,6 +57,7 @@ class RecordingSink : public SampleSink {
   std::map<std::pair<std::string, std::string>, double> values;
   std::map<std::string, int64_t> counters;
   std::vector<std::string> unknown;
+  std::vector<std::pair<std::string, std::string>> notes;
   int adds = 0;
 };
 

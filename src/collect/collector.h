@@ -28,6 +28,9 @@ class SampleSink {
   virtual void Add(std::string_view metric, std::string_view device, double value) = 0;
   // Bumps a data-quality counter (model/data_quality.h names, or collector-specific ones).
   virtual void Count(std::string_view counter, int64_t delta) = 0;
+  // A fact worth keeping with the run at this tick (stored as an annotation; e.g. who a
+  // process is). Collectors keep these few and bounded. Default: dropped.
+  virtual void Note(std::string_view /*key*/, std::string_view /*value*/) {}
 };
 
 // What to watch. Paths are roots so that tests can point them at canned trees.

@@ -136,6 +136,13 @@ constexpr std::array kCatalog = {
                "Threads in the process tree"},
     MetricSpec{m::kProcessCount, "processes", K::kGauge, "tree", "/proc",
                "Processes in the tree at the tick"},
+    MetricSpec{m::kPidCpu, "cores", K::kGauge, "pidP, other", "/proc/<pid>/stat utime+stime",
+               "CPU of one process of the tree, in cores (other: the processes past the first "
+               "64)"},
+    MetricSpec{m::kPidRss, "bytes", K::kGauge, "pidP, other", "/proc/<pid>/stat rss",
+               "Resident memory of one process of the tree"},
+    MetricSpec{m::kPidThreads, "threads", K::kGauge, "pidP, other", "/proc/<pid>/stat",
+               "Threads of one process of the tree"},
 
     MetricSpec{m::kGpuUtilization, "ratio", K::kGauge, "gpuN",
                "NVML nvmlDeviceGetUtilizationRates .gpu",

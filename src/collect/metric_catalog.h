@@ -100,6 +100,10 @@ inline constexpr std::string_view kProcessRead = "process_read_bytes_per_second"
 inline constexpr std::string_view kProcessWrite = "process_write_bytes_per_second";
 inline constexpr std::string_view kProcessThreads = "process_threads";
 inline constexpr std::string_view kProcessCount = "process_count";
+// one process of the tree (device "pid<P>"), or the tree's processes beyond the cap ("other")
+inline constexpr std::string_view kPidCpu = "pid_cpu_utilization_ratio";
+inline constexpr std::string_view kPidRss = "pid_resident_memory_bytes";
+inline constexpr std::string_view kPidThreads = "pid_threads";
 // NVML (device gpuN, or gpuN/migM, gpuN/pidP)
 inline constexpr std::string_view kGpuUtilization = "gpu_utilization_ratio";
 inline constexpr std::string_view kGpuMemoryUtilization = "gpu_memory_utilization_ratio";

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "base/files.h"
 #include "collect/metric_catalog.h"
 #include "model/data_quality.h"
@@ -58,6 +60,13 @@ bool ParsePidStat(std::string_view text, PidStat* out) {
   return true;
 }
 
+std::string_view PidStatName(std::string_view text) {
+  size_t open = text.find('(');
+  size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return {};
+  return text.substr(open + 1, close - open - 1);
+}
+
 ProcessTreeCollector::ProcessTreeCollector(const std::string& proc_root, std::vector<int> root_pids)
     : proc_root_(proc_root),
       root_pids_(std::move(root_pids)),
@@ -97,6 +106,40 @@ void ProcessTreeCollector::AddMember(int pid) {
   m.seen = generation_;
   // Counters stay 0: a process first seen after the first tick started during the interval.
   members_.emplace(pid, std::move(m));
+}
+
+void ProcessTreeCollector::Place(int pid, Member& m, std::string_view stat_text, const PidStat& st,
+                                 const Tick& tick, SampleSink& sink) {
+  m.placed = true;
+  if (own_series_given_ >= kMaxProcessSeries) return;  // summed on "other"
+  ++own_series_given_;
+  m.device = "pid" + std::to_string(pid);
+  // One bounded read: the kernel gives at most what is asked of /proc/<pid>/cmdline.
+  nlohmann::json args = nlohmann::json::array();
+  char path[4096];
+  std::snprintf(path, sizeof(path), "%s/%d/cmdline", proc_root_.c_str(), pid);
+  cmdline_buffer_.resize(kMaxCmdlineBytes);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = ::read(fd, cmdline_buffer_.data(), cmdline_buffer_.size());
+    ::close(fd);
+    size_t start = 0;
+    for (size_t i = 0; n > 0 && i <= static_cast<size_t>(n) && args.size() < kMaxCmdlineArgs; ++i) {
+      if (i == static_cast<size_t>(n) || cmdline_buffer_[i] == '\0') {
+        if (i > start || i < static_cast<size_t>(n)) {
+          args.push_back(std::string(cmdline_buffer_.data() + start, i - start));
+        }
+        start = i + 1;
+      }
+    }
+  }
+  nlohmann::json note = {{"pid", pid},
+                         {"ppid", st.ppid},
+                         {"name", std::string(PidStatName(stat_text))},
+                         {"cmdline", std::move(args)},
+                         {"ts_ns", tick.wall_ns}};
+  // Names and arguments are bytes, not always UTF-8: invalid sequences become U+FFFD.
+  sink.Note("process", note.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void ProcessTreeCollector::ScanProc(SampleSink& sink) {
@@ -234,26 +277,62 @@ void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
   double rss_bytes = 0, threads = 0;
   int count = 0;
   bool have_io = false;
+  const bool have_rate = !first_sample_ && tick.mono_ns > prev_mono_ns_;
+  const double dt_s = have_rate ? static_cast<double>(tick.mono_ns - prev_mono_ns_) / 1e9 : 0;
+  // The processes past kMaxProcessSeries, summed.
+  unsigned long long other_cpu_delta = 0;
+  double other_rss_bytes = 0, other_threads = 0;
+  int other_count = 0;
+  readings_.clear();
   for (auto it = members_.begin(); it != members_.end();) {
     Member& m = it->second;
-    std::string_view text;
-    PidStat st;
-    if (m.seen != generation_ || !m.stat.Read(&text)) {
-      it = members_.erase(it);  // exited
+    Reading r{it->first, &m, {}, {}};
+    if (m.seen != generation_ || !m.stat.Read(&r.stat_text)) {
+      it = members_.erase(it);  // exited (erasing keeps the other members in place)
       continue;
     }
-    if (!ParsePidStat(text, &st)) {
+    if (!ParsePidStat(r.stat_text, &r.st)) {
       sink.Count(model::dq::kParseErrors, 1);
       ++it;
       continue;
     }
+    readings_.push_back(r);
+    ++it;
+  }
+  // Series of their own go to the oldest processes first (pid order: the launcher and the
+  // training processes before their workers, barring a pid wrap), not to hash order.
+  std::sort(readings_.begin(), readings_.end(),
+            [](const Reading& a, const Reading& b) { return a.pid < b.pid; });
+  for (Reading& r : readings_) {
+    if (!r.m->placed) Place(r.pid, *r.m, r.stat_text, r.st, tick, sink);
+  }
+  for (Reading& r : readings_) {
+    Member& m = *r.m;
+    const PidStat& st = r.st;
     const unsigned long long cpu = st.utime + st.stime;
-    if (!first_sample_ && cpu >= m.cpu_ticks) cpu_delta += cpu - m.cpu_ticks;
+    unsigned long long own_cpu_delta = 0;
+    if (!first_sample_ && cpu >= m.cpu_ticks) own_cpu_delta = cpu - m.cpu_ticks;
+    cpu_delta += own_cpu_delta;
     m.cpu_ticks = cpu;
-    rss_bytes += static_cast<double>(st.rss_pages) * page_bytes_;
+    const double own_rss_bytes = static_cast<double>(st.rss_pages) * page_bytes_;
+    rss_bytes += own_rss_bytes;
     threads += static_cast<double>(st.num_threads);
     ++count;
+    if (!m.device.empty()) {
+      sink.Add(metric::kPidRss, m.device, own_rss_bytes);
+      sink.Add(metric::kPidThreads, m.device, static_cast<double>(st.num_threads));
+      if (have_rate) {
+        sink.Add(metric::kPidCpu, m.device,
+                 static_cast<double>(own_cpu_delta) / ticks_per_second_ / dt_s);
+      }
+    } else {
+      other_cpu_delta += own_cpu_delta;
+      other_rss_bytes += own_rss_bytes;
+      other_threads += static_cast<double>(st.num_threads);
+      ++other_count;
+    }
     // /proc/<pid>/io needs ptrace rights: unreadable for other users' processes.
+    std::string_view text;
     if (m.io.Read(&text)) {
       unsigned long long rb = 0, wb = 0;
       TextCursor cursor(text);
@@ -272,15 +351,21 @@ void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
       m.write_bytes = wb;
       have_io = true;
     }
-    ++it;
   }
   sink.Add(metric::kProcessCount, "tree", count);
   if (count > 0) {
     sink.Add(metric::kProcessRss, "tree", rss_bytes);
     sink.Add(metric::kProcessThreads, "tree", threads);
   }
-  if (!first_sample_ && tick.mono_ns > prev_mono_ns_) {
-    const double dt_s = static_cast<double>(tick.mono_ns - prev_mono_ns_) / 1e9;
+  if (other_count > 0) {
+    sink.Add(metric::kPidRss, "other", other_rss_bytes);
+    sink.Add(metric::kPidThreads, "other", other_threads);
+    if (have_rate) {
+      sink.Add(metric::kPidCpu, "other",
+               static_cast<double>(other_cpu_delta) / ticks_per_second_ / dt_s);
+    }
+  }
+  if (have_rate) {
     sink.Add(metric::kProcessCpu, "tree",
              static_cast<double>(cpu_delta) / ticks_per_second_ / dt_s);
     if (have_io) {

@@ -3,6 +3,15 @@
 // followed as processes come and go (data-loader workers). Adds, with device "tree": CPU in
 // cores, resident memory, storage read/write bytes per second, threads and process count.
 //
+// Per process, bounded: the first kMaxProcessSeries processes of the tree (in the order they
+// were found, in pid order within a tick; over the run's whole life, not at a time) each get series
+// of their own, device "pid<P>": pid_cpu_utilization_ratio (cores), pid_resident_memory_bytes,
+// pid_threads; every later process is summed into device "other". When a process gets its series,
+// one note "process" = {"pid", "ppid", "name", "cmdline": [args...], "ts_ns"} says who it is
+// (stored as an annotation): name from /proc/<pid>/stat, cmdline from /proc/<pid>/cmdline, at most
+// kMaxCmdlineArgs args of kMaxCmdlineBytes in all. Bounds: a run's store holds at most
+// 3 * kMaxProcessSeries + 3 per-process series and kMaxProcessSeries notes per recorder.
+//
 // Per-process state (previous CPU and I/O counters, open /proc/<pid>/stat and io files) keeps
 // rates right when workers appear or exit: a process first seen after the first tick was born
 // during the interval, so all of its CPU and I/O so far belongs to the interval; a process
@@ -29,6 +38,17 @@
 
 namespace trainprof::collect {
 
+// Fields of /proc/<pid>/stat the collectors use; false when the line is malformed.
+struct PidStat {
+  int ppid = 0;
+  unsigned long long utime = 0, stime = 0;  // clock ticks
+  long long num_threads = 0;
+  long long rss_pages = 0;
+};
+bool ParsePidStat(std::string_view text, PidStat* out);
+// The name in "pid (name) state ...": between the first '(' and the last ')'; "" if malformed.
+std::string_view PidStatName(std::string_view text);
+
 class ProcessTreeCollector : public Collector {
  public:
   // Follows the descendants of `root_pids`.
@@ -37,6 +57,10 @@ class ProcessTreeCollector : public Collector {
   static std::unique_ptr<ProcessTreeCollector> ForCgroup(const std::string& proc_root,
                                                          const std::string& cgroup_dir);
   ~ProcessTreeCollector() override;
+
+  static constexpr int kMaxProcessSeries = 64;
+  static constexpr size_t kMaxCmdlineBytes = 512;
+  static constexpr size_t kMaxCmdlineArgs = 32;
 
   std::string_view name() const override { return "process_tree"; }
   void Sample(const Tick& tick, SampleSink& sink) override;
@@ -57,7 +81,16 @@ class ProcessTreeCollector : public Collector {
     ProcFile children;                 // /proc/<pid>/task/<pid>/children
     unsigned long long cpu_ticks = 0;  // utime + stime at the previous tick
     unsigned long long read_bytes = 0, write_bytes = 0;
-    uint64_t seen = 0;  // scan generation
+    uint64_t seen = 0;    // scan generation
+    bool placed = false;  // own series or "other" decided (at its first good stat read)
+    std::string device;   // "pid<P>" when it has series of its own, else ""
+  };
+  // One member's stat at this tick (`stat_text` lives in the member's own buffer).
+  struct Reading {
+    int pid;
+    Member* m;
+    PidStat st;
+    std::string_view stat_text;
   };
   struct Pending {
     int pid;
@@ -68,6 +101,10 @@ class ProcessTreeCollector : public Collector {
   void ScanCgroup(SampleSink& sink);
   void AddMember(int pid);
   bool IsRoot(int pid) const;
+  // Gives `pid` series of its own while fewer than kMaxProcessSeries were given, and notes who
+  // it is; `stat_text` is its /proc/<pid>/stat.
+  void Place(int pid, Member& m, std::string_view stat_text, const PidStat& st, const Tick& tick,
+             SampleSink& sink);
 
   std::string proc_root_;
   std::vector<int> root_pids_;
@@ -79,23 +116,16 @@ class ProcessTreeCollector : public Collector {
   std::unordered_map<int, uint64_t> others_;  // pid -> generation last seen
   std::vector<Pending> pending_;
   std::vector<int> worklist_;
+  std::vector<Reading> readings_;
   bool children_supported_ = false;
   int64_t last_full_scan_ns_ = 0;
   int64_t min_interval_ns_ = 0;
   uint64_t generation_ = 0;
+  int own_series_given_ = 0;
+  std::vector<char> cmdline_buffer_;
   bool first_sample_ = true;
   int64_t prev_mono_ns_ = 0;
   double ticks_per_second_;
   double page_bytes_;
 };
-
-// Fields of /proc/<pid>/stat the collectors use; false when the line is malformed.
-struct PidStat {
-  int ppid = 0;
-  unsigned long long utime = 0, stime = 0;  // clock ticks
-  long long num_threads = 0;
-  long long rss_pages = 0;
-};
-bool ParsePidStat(std::string_view text, PidStat* out);
-
 }  // namespace trainprof::collect

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -217,6 +218,97 @@ TEST(ProcessTreeCollectorTest, MinIntervalSkipsTicks) {
   EXPECT_EQ(sink.adds, 0);
   collector.Sample(testing::TickAt(0.398), sink);
   EXPECT_TRUE(sink.Has("process_cpu_utilization_ratio", "tree"));
+}
+
+// "pid (name) S ppid ..." with the fields ParsePidStat reads: utime (ticks), threads and rss
+// (pages).
+std::string StatLine(int pid, const std::string& name, int ppid, int utime, int threads,
+                     int rss_pages) {
+  return std::to_string(pid) + " (" + name + ") S " + std::to_string(ppid) +
+         " 1 1 0 -1 4194560 100 0 0 0 " + std::to_string(utime) + " 0 0 0 20 0 " +
+         std::to_string(threads) + " 0 123456 1000000 " + std::to_string(rss_pages) +
+         " 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+}
+
+void WriteProc(const std::string& root, int pid, const std::string& name, int ppid, int utime) {
+  const std::string dir = root + "/" + std::to_string(pid);
+  std::filesystem::create_directories(dir);
+  testing::WriteText(dir + "/stat", StatLine(pid, name, ppid, utime, 2, 1000 + pid));
+  using namespace std::string_literals;
+  testing::WriteText(dir + "/cmdline", "python\0-c\0"s + name + "\0"s);
+}
+
+// A canned /proc: root 100, its child 101 (with a child 102 of its own), then 70 more children
+// of 100: the first kMaxProcessSeries get series of their own and a note each, the rest sum on
+// "other", and the per-process values add up to the tree's.
+TEST(ProcessTreeCollectorTest, PerProcessSeriesBoundedWithTheRestOnOther) {
+  TempDir dir;
+  const std::string root = dir.path();
+  WriteProc(root, 100, "launcher", 1, 0);
+  WriteProc(root, 101, "train (rank 0)", 100, 0);
+  WriteProc(root, 102, "worker", 101, 0);
+  for (int pid = 200; pid < 270; ++pid) WriteProc(root, pid, "compile", 100, 0);
+  WriteProc(root, 300, "stranger", 1, 0);  // not in the tree
+  ProcessTreeCollector collector(root, {100});
+  RecordingSink sink;
+  collector.Sample(testing::TickAt(0), sink);
+  constexpr int kCap = ProcessTreeCollector::kMaxProcessSeries;
+  const double page_bytes = static_cast<double>(sysconf(_SC_PAGESIZE));
+  ASSERT_EQ(sink.Get("process_count", "tree"), 73);
+  EXPECT_EQ(sink.notes.size(), static_cast<size_t>(kCap));
+  int own = 0;
+  double rss_sum = 0;
+  for (const auto& [key, value] : sink.values) {
+    if (key.first != "pid_resident_memory_bytes") continue;
+    if (key.second != "other") ++own;
+    rss_sum += value;
+  }
+  EXPECT_EQ(own, kCap);
+  EXPECT_DOUBLE_EQ(rss_sum, *sink.Get("process_resident_memory_bytes", "tree"));
+  EXPECT_FALSE(sink.Has("pid_cpu_utilization_ratio", "other"));  // no interval yet
+  EXPECT_FALSE(sink.Has("pid_resident_memory_bytes", "pid300"));
+  // Pid order: 100, 101, 102, 200..260 have their own series; 261..269 are "other".
+  EXPECT_TRUE(sink.Has("pid_resident_memory_bytes", "pid260"));
+  EXPECT_FALSE(sink.Has("pid_resident_memory_bytes", "pid261"));
+  EXPECT_EQ(*sink.Get("pid_resident_memory_bytes", "pid102"), (1000 + 102) * page_bytes);
+  bool named = false;
+  for (const auto& [key, value] : sink.notes) {
+    EXPECT_EQ(key, "process");
+    if (value.find("\"pid\":101,") != std::string::npos) {
+      EXPECT_NE(value.find("\"ppid\":100,"), std::string::npos) << value;
+      EXPECT_NE(value.find("\"name\":\"train (rank 0)\""), std::string::npos) << value;
+      EXPECT_NE(value.find("\"cmdline\":[\"python\",\"-c\",\"train (rank 0)\"]"), std::string::npos)
+          << value;
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named);
+
+  // One second later: every process used 0.5 s of CPU (utime in clock ticks).
+  const int half_second = static_cast<int>(sysconf(_SC_CLK_TCK) / 2);
+  WriteProc(root, 100, "launcher", 1, half_second);
+  WriteProc(root, 101, "train (rank 0)", 100, half_second);
+  WriteProc(root, 102, "worker", 101, half_second);
+  for (int pid = 200; pid < 270; ++pid) WriteProc(root, pid, "compile", 100, half_second);
+  sink.Clear();
+  sink.notes.clear();
+  collector.Sample(testing::TickAt(1.0), sink);
+  EXPECT_TRUE(sink.notes.empty());  // each process is named once
+  double cpu_sum = 0;
+  int with_cpu = 0;
+  for (const auto& [key, value] : sink.values) {
+    if (key.first != "pid_cpu_utilization_ratio") continue;
+    if (key.second != "other") {
+      EXPECT_NEAR(value, 0.5, 1e-9) << key.second;
+      ++with_cpu;
+    }
+    cpu_sum += value;
+  }
+  EXPECT_EQ(with_cpu, kCap);
+  EXPECT_NEAR(*sink.Get("pid_cpu_utilization_ratio", "other"), 0.5 * (73 - kCap), 1e-9);
+  EXPECT_NEAR(cpu_sum, *sink.Get("process_cpu_utilization_ratio", "tree"), 1e-9);
+  EXPECT_EQ(*sink.Get("pid_threads", "other"), 2.0 * (73 - kCap));
+  EXPECT_TRUE(sink.unknown.empty());
 }
 
 TEST(ProcessTreeCollectorTest, ParsePidStatHandlesOddNames) {

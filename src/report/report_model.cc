@@ -30,7 +30,9 @@ std::string UnitOf(const std::string& metric) {
     return metric.size() >= suffix.size() &&
            metric.compare(metric.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  if (metric == "process_cpu_utilization_ratio") return "cores";
+  if (metric == "process_cpu_utilization_ratio" || metric == "pid_cpu_utilization_ratio") {
+    return "cores";
+  }
   if (ends("_ratio")) return "ratio";
   if (ends("_bytes_per_second")) return "bytes_per_second";
   if (ends("_bytes")) return "bytes";
