@@ -200,6 +200,12 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
         "memory growth loses no billed time by itself; its cost is the run lost if it "
         "ends in an out-of-memory failure");
   }
+  if (rule == "LossNaN" || rule == "LossNotDecreasing" || rule == "ExplodingGradient" ||
+      rule == "VanishingGradient") {
+    return None(
+        "training health: the steps after the problem are wasted, but the finding does not "
+        "know how long the job would have gone on (a `stop` action ends it)");
+  }
   if (rule == "CPUThrottling") {
     return None("the training time lost to CPU throttling is not measured");
   }

@@ -125,6 +125,12 @@ TEST_F(P3FindingCost, NoCostModelMeansNoFigureNotZero) {
   auto m = Price(Make("GPUMemoryIncrease", "gpu0", 0, 100, "{}"));
   EXPECT_FALSE(m.cost_usd.has_value());
   EXPECT_TRUE(Has(m.basis, "out-of-memory")) << m.basis;
+  for (const char* health :
+       {"LossNaN", "LossNotDecreasing", "ExplodingGradient", "VanishingGradient"}) {
+    auto h = Price(Make(health, "pid7", 0, 100, "{}"));
+    EXPECT_FALSE(h.cost_usd.has_value()) << health;
+    EXPECT_TRUE(Has(h.basis, "training health")) << h.basis;
+  }
   auto custom = Price(Make("MyCustomRule", "", 0, 100, "{}"));
   EXPECT_FALSE(custom.cost_usd.has_value());
   EXPECT_TRUE(Has(custom.basis, "no cost model for rule MyCustomRule"));

@@ -92,7 +92,7 @@ void Classify(SeriesKey* key) {
 
 bool KeptCategory(const std::string& category, const std::string& name) {
   return category == model::kCategoryPhase || category == "collective" ||
-         category == "dataloader" || name == "dataloader_init";
+         category == "dataloader" || category == "metric" || name == "dataloader_init";
 }
 
 }  // namespace
@@ -265,6 +265,7 @@ void RuleEngine::Feed(const store::EventTable& events) {
     e.category = category;
     e.rank = events.rank[i];
     e.pid = events.pid[i];
+    e.step = events.step[i];
     e.start_ns = events.start_ns[i];
     e.duration_ns = std::max<int64_t>(0, events.duration_ns[i]);
     e.args = events.args[i];

@@ -58,7 +58,8 @@ class RuleEngine final : public RunContext {
 
   void Feed(const store::MetricTable& metrics);
   void Feed(const store::StepTable& steps);
-  // Keeps the categories rules read ("phase", "collective", "dataloader") and ignores others.
+  // Keeps the categories rules read ("phase", "collective", "dataloader", "metric": the
+  // training-health values) and ignores others.
   void Feed(const store::EventTable& events);
 
   // Findings emitted since the previous call, in emission order.

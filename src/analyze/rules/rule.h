@@ -102,11 +102,13 @@ struct StepRow {
 };
 
 // Framework spans the rules read besides steps: categories "phase", "collective",
-// "dataloader" (and instants "dataloader_init" with args).
+// "dataloader" (and instants "dataloader_init" with args), and "metric" instants (train_loss,
+// grad_norm: args {"value": number or "nan"/"inf"/"-inf"}, `step` the sampled step).
 struct SpanEvent {
   int32_t node = 0;
   std::string name, category;
   int64_t rank = 0, pid = 0, start_ns = 0, duration_ns = 0;
+  int64_t step = INT64_MIN;  // the event's step; INT64_MIN (model::kMissing) when none
   std::string args;
   int64_t end_ns() const { return start_ns + duration_ns; }
 };

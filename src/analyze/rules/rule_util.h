@@ -201,5 +201,6 @@ RuleFactory FactoryOf() {
 void AddSageMakerSystemRules(std::vector<BuiltinRule>* out);
 void AddSageMakerFrameworkRules(std::vector<BuiltinRule>* out);
 void AddOwnRules(std::vector<BuiltinRule>* out);
+void AddHealthRules(std::vector<BuiltinRule>* out);  // health_rules.cc
 
 }  // namespace trainprof::analyze::rules
