@@ -41,6 +41,11 @@ class _A:
     loaders_seen = 0
     graphs = 0  # graphs torch.compile (dynamo) had compiled at the end of the previous step
     threads_noted = False  # torch's thread counts annotated (at the first training step)
+    health_every = 10  # training health sampled every this many training steps (0: off)
+    health_step = None  # the sampled step whose losses are in health_losses
+    health_losses: list = []  # detached losses passed to backward in that step
+    health_grad_norm = None  # the gradient norm of that step (a device tensor)
+    health_pending: list = []  # (step, ts, loss, grad_norm, cuda event or None) not yet read
 
 
 A = _A()
@@ -194,6 +199,8 @@ def _patch_backward(torch) -> None:
                 A.micro_batches += 1
                 _flush_pending_wait()
                 R.record_span("backward", "backward", t0, t1)
+                if A.health_every:
+                    _note_loss(args[0] if args else kwargs.get("tensors"), torch)
             except Exception as exc:  # noqa: BLE001
                 warn_once("backward", f"backward instrumentation failed: {exc}")
 
@@ -204,8 +211,13 @@ def _patch_backward(torch) -> None:
 # Optimizer: global step hooks (torch >= 2.0).
 
 
-def _opt_enter() -> None:
+def _opt_enter(optimizer=None) -> None:
     if A.in_optimizer == 0:
+        if A.health_every and optimizer is not None:  # before the optimizer's time starts
+            try:
+                _note_grad_norm(optimizer)
+            except Exception as exc:  # noqa: BLE001
+                warn_once("grad_norm", f"the gradient norm is not recorded: {exc}")
         A.opt_start = _perf()
         A.opt_nested_ns = 0
     A.in_optimizer += 1
@@ -226,7 +238,10 @@ def _opt_exit(optimizer) -> None:
         exclusive = max(0, t1 - A.opt_start - A.opt_nested_ns)
         R.record_span("optimizer.step", "optimizer", A.opt_start, A.opt_start + exclusive,
                       args=_optimizer_args(optimizer))
+        health = _take_health(t1) if A.health_every else None
         _close_train_step(t1)
+        if health is not None or A.health_pending:
+            _health_resolve(health, block=False)
     except Exception as exc:  # noqa: BLE001
         warn_once("optimizer", f"optimizer instrumentation failed: {exc}")
 
@@ -264,7 +279,7 @@ def _install_optimizer_hooks(torch) -> None:
             def step(*args, **kwargs):
                 if not S.active or is_compiling():
                     return wrapped(*args, **kwargs)
-                _opt_enter()
+                _opt_enter(args[0] if args else None)
                 try:
                     return wrapped(*args, **kwargs)
                 finally:
@@ -277,7 +292,7 @@ def _install_optimizer_hooks(torch) -> None:
 
     def pre(optimizer, args, kwargs):
         if S.active:
-            _opt_enter()
+            _opt_enter(optimizer)
 
     def post(optimizer, args, kwargs):
         if S.active:
@@ -285,6 +300,132 @@ def _install_optimizer_hooks(torch) -> None:
 
     opt.register_optimizer_step_pre_hook(pre)
     opt.register_optimizer_step_post_hook(post)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training health: the loss passed to backward and the total gradient norm before the optimizer
+# step, on every `health_every`-th training step (step number % health_every == 0). Nothing is
+# read from the device on the other steps; on a sampled step the values are computed on the
+# device (a mean of the step's micro-batch losses, the 2-norm of all gradients as
+# torch.nn.utils.clip_grad_norm_ computes it) and read once they are ready: on CPU at once, on
+# CUDA when an event recorded after them has completed (polled at later steps, never waited
+# for, except at exit). Stored as framework metrics train_loss and grad_norm (R.record_metric:
+# annotation metric.NAME and an instant of category "metric" with the sampled step's number).
+
+_MAX_LOSSES_PER_STEP = 64  # micro-batch losses kept for one sampled step
+_MAX_HEALTH_PENDING = 64  # sampled steps whose values the device has not finished yet
+
+
+def _health_step():
+    """The current training step's number when it is sampled, else None."""
+    n = S.step
+    if n is None or S.mode != "train" or n % A.health_every:
+        return None
+    return n
+
+
+def _note_loss(loss, torch) -> None:
+    n = _health_step()
+    if n is None or not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        return
+    if A.health_step != n:
+        A.health_step = n
+        A.health_losses = []
+        A.health_grad_norm = None
+    if len(A.health_losses) < _MAX_LOSSES_PER_STEP:
+        A.health_losses.append(loss.detach())
+
+
+def _note_grad_norm(optimizer) -> None:
+    """The total 2-norm of the gradients the optimizer is about to apply (on the device)."""
+    n = _health_step()
+    if n is None:
+        return
+    torch = sys.modules["torch"]
+    groups: dict = {}
+    for group in getattr(optimizer, "param_groups", ()):
+        for p in group.get("params", ()):
+            g = getattr(p, "grad", None)
+            if g is not None and not g.is_sparse:
+                groups.setdefault((g.device, g.dtype), []).append(g.detach())
+    if not groups:
+        return
+    with torch.no_grad():
+        norms = []
+        foreach_norm = getattr(torch, "_foreach_norm", None)
+        for (device, _dtype), grads in groups.items():
+            if foreach_norm is not None and device.type in ("cuda", "cpu"):
+                norms.extend(foreach_norm(grads, 2.0))
+            else:
+                norms.extend(torch.linalg.vector_norm(g, 2.0) for g in grads)
+        first = norms[0].device
+        total = torch.linalg.vector_norm(torch.stack([x.to(first) for x in norms]), 2.0)
+    if A.health_step != n:
+        A.health_step = n
+        A.health_losses = []
+    A.health_grad_norm = total
+
+
+def _take_health(ts: int):
+    """At the end of a sampled step: (step, ts, loss, grad norm, event) to read, or None."""
+    n = A.health_step
+    if n is None or n != S.step:
+        return None
+    losses, grad_norm = A.health_losses, A.health_grad_norm
+    A.health_step, A.health_losses, A.health_grad_norm = None, [], None
+    if not losses and grad_norm is None:
+        return None
+    torch = sys.modules["torch"]
+    loss = None
+    if losses:
+        with torch.no_grad():
+            loss = losses[0].float() if len(losses) == 1 else \
+                torch.stack([x.float().to(losses[0].device) for x in losses]).mean()
+    event = None
+    devices = [t.device for t in (loss, grad_norm) if t is not None]
+    if any(d.type == "cuda" for d in devices):
+        event = torch.cuda.Event()
+        event.record()
+    return (n, ts, loss, grad_norm, event)
+
+
+def _health_resolve(new, block: bool) -> None:
+    """Stores the values of the sampled steps whose device work has finished (all when block)."""
+    if new is not None:
+        A.health_pending.append(new)
+    keep = []
+    for item in A.health_pending:
+        n, ts, loss, grad_norm, event = item
+        if event is not None and not block and not event.query():
+            keep.append(item)
+            continue
+        if event is not None and block:
+            event.synchronize()
+        for name, value in (("train_loss", loss), ("grad_norm", grad_norm)):
+            if value is not None:
+                R.record_metric(name, float(value.item()), step=n, ts=ts, mode="train")
+    if len(keep) > _MAX_HEALTH_PENDING:
+        warn_once("health_pending", "training-health values were dropped: the device is "
+                                    f"more than {_MAX_HEALTH_PENDING} sampled steps behind")
+        keep = keep[-_MAX_HEALTH_PENDING:]
+    A.health_pending = keep
+
+
+def _health_every_from_env() -> int:
+    import os
+
+    text = os.environ.get("TRAINPROF_HEALTH_EVERY", "").strip()
+    if not text:
+        return 10
+    try:
+        every = int(text)
+        if every < 0:
+            raise ValueError(text)
+        return every
+    except ValueError:
+        warn_once("health_every", f"TRAINPROF_HEALTH_EVERY={text!r} is not a step count "
+                                  "(0 = off); sampling every 10 steps")
+        return 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,10 +552,12 @@ def _patch_distributed(torch) -> None:
     if not dist.is_available():
         return
     is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+    from trainprof._auto_ddp import F as ddp_hook
 
     def wrap(name, orig):
         def collective(*args, **kwargs):
-            if not S.active or is_compiling():
+            # inside DDP's communication hook (a user's): the bucket's wait is timed there
+            if not S.active or ddp_hook.in_hook or is_compiling():
                 return orig(*args, **kwargs)
             t0 = _perf()
             try:
@@ -495,10 +638,15 @@ def _resolve_cuda(block: bool) -> None:
 
 
 def finish() -> None:
-    """At exit: close an open step's CUDA timings."""
+    """At exit: close an open step's CUDA timings; store the sampled health values."""
     if A.cuda_pending:
         try:
             _resolve_cuda(block=True)
+        except Exception:  # noqa: BLE001
+            pass
+    if A.health_pending:
+        try:
+            _health_resolve(None, block=True)
         except Exception:  # noqa: BLE001
             pass
 
@@ -512,8 +660,11 @@ def install(torch) -> None:
     if _installed:
         return
     _installed = True
+    A.health_every = _health_every_from_env()
+    from trainprof import _auto_ddp
+
     for part in (_patch_module_call, _patch_backward, _install_optimizer_hooks, _patch_dataloader,
-                 _patch_distributed):
+                 _patch_distributed, _auto_ddp.patch_ddp):
         try:
             part(torch)
         except Exception as exc:  # noqa: BLE001 - one part failing leaves the others working

@@ -225,15 +225,25 @@ def log_metric(name: str, value, step: int | None = None) -> None:
             _metric_points[name] = n + 1
         return
     _metric_points[name] = n + 1
-    import json
-
-    doc = {"value": v if math.isfinite(v) else str(v)}
-    if step is not None:
-        doc["step"] = int(step)
     try:
-        _rec.annotate("metric." + name, json.dumps(doc))
+        record_metric(name, v, step)
     except Exception as exc:  # noqa: BLE001
         warn_once("log_metric", f"log_metric({name!r}) failed: {exc}")
+
+
+def record_metric(name: str, v: float, step: int | None = None, ts: int | None = None,
+                  mode: str | None = None) -> None:
+    """Stores one value of a framework metric, for log_metric and the automatic instrumentation
+    (train_loss, grad_norm): the annotation ``metric.NAME`` = {"value", "step"} that
+    ``Run.logged_metric(NAME)`` reads, and an instant NAME of category "metric" with args
+    {"value"} (stamped with pid, rank, step and mode like every event) that the rules read live.
+    nan/inf are stored as the strings "nan", "inf", "-inf". `ts`: a perf_counter_ns reading;
+    step and mode default to the current step's."""
+    text = repr(v) if math.isfinite(v) else '"' + str(v) + '"'
+    doc = '{"value":' + text + ("" if step is None else ',"step":%d' % int(step)) + "}"
+    _rec.annotate("metric." + name, doc)
+    record_instant(name, "metric", ts, CURRENT if step is None else int(step),
+                   CURRENT if mode is None else mode, '{"value":' + text + "}")
 
 
 # ---------------------------------------------------------------------------------------------

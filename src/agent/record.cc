@@ -205,6 +205,7 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
   }
   instrumentation.detail_steps = options.detail_steps;
   instrumentation.python_profile = options.python_profile;
+  instrumentation.health_every = options.health_every;
   if (!options.detail_time.empty()) {
     TP_ASSIGN_OR_RETURN(
         instrumentation.detail_time,

@@ -47,6 +47,7 @@ struct RecordOptions {
   // START+SECONDS (seconds after the start, or a Unix time): the same over a time window.
   std::string detail_time;
   std::string python_profile_time;
+  int64_t health_every = -1;  // train_loss / grad_norm every N training steps (0 off; -1 default)
   // Called once the command has ended and the run is closed (rules, cost, report: the CLI
   // joins those in; agent/ depends on none of them). Its problems never change the exit code.
   std::function<void(const std::string& run_dir, std::ostream& out)> on_finished;

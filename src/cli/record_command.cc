@@ -53,6 +53,10 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
                   "training steps from 60 s after the start for 10 s (START may be a Unix time)");
   cmd->add_option("--python-profile-time", opts->python_profile_time,
                   "cProfile over a time window, START+SECONDS (as --detail-time)");
+  cmd->add_option("--health-every", opts->health_every,
+                  "Sample training health (the loss passed to backward, the gradient norm before "
+                  "the optimizer step) every N training steps (default 10; 0: off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000'000}));
   cmd->add_option("--prometheus", opts->prometheus, kPrometheusHelp);
   cmd->add_flag("--prometheus-allow-remote", opts->prometheus_allow_remote,
                 "Allow --prometheus on a non-loopback address");

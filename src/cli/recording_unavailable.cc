@@ -22,7 +22,8 @@ void AddUnavailable(CLI::App& app, CommandAction* action, const std::string& nam
   cmd->add_option("args", *args, "ignored");
   cmd->add_option(
          "--out,-o,--name,--interval,--instance-type,--tag,--node,--detail-steps,"
-         "--python-profile,--detail-time,--python-profile-time,--prometheus,--prometheus-names,"
+         "--python-profile,--detail-time,--python-profile-time,--health-every,--prometheus,"
+         "--prometheus-names,"
          "--serve,--custom-rule,--custom-rule-param,--python,--rules-config,--live-rules-every,"
          "--pid,--cgroup,--duration,--run,--socket",
          *args, "ignored")

@@ -26,6 +26,7 @@ std::map<std::string, std::string> ChildEnvironment(
   if (!options.python_profile_time.empty()) {
     out[kEnvPythonProfileTime] = options.python_profile_time;
   }
+  if (options.health_every >= 0) out[kEnvHealthEvery] = std::to_string(options.health_every);
   std::string package = options.python_package_dir;
   if (package.empty()) package = get(kEnvPackageDir);
   if (!package.empty()) {

@@ -24,6 +24,8 @@ inline constexpr const char* kEnvPythonProfile = "TRAINPROF_PYTHON_PROFILE";
 inline constexpr const char* kEnvDetailTime = "TRAINPROF_DETAIL_TIME";
 inline constexpr const char* kEnvPythonProfileTime = "TRAINPROF_PYTHON_PROFILE_TIME";
 inline constexpr const char* kEnvPackageDir = "TRAINPROF_PYTHON_PACKAGE_DIR";
+// Training health (train_loss, grad_norm) sampled every N training steps; "0" = off.
+inline constexpr const char* kEnvHealthEvery = "TRAINPROF_HEALTH_EVERY";
 inline constexpr const char* kEnvRecorderActive = "TRAINPROF_RECORDER";  // "record"
 
 struct ChildEnvOptions {
@@ -35,6 +37,7 @@ struct ChildEnvOptions {
   std::string python_profile;      // "10-12" or ""
   std::string detail_time;         // "START_NS-END_NS" or "" (see ParseTimeWindow)
   std::string python_profile_time;
+  int64_t health_every = -1;  // --health-every N (0 = off); -1: not set (the job's default, 10)
 };
 
 // A step range as --detail-steps takes it: "10-20" or "7" (steps from 0). Errors say why.
