@@ -57,6 +57,7 @@ bool ParsePidStat(std::string_view text, PidStat* out) {
     return false;
   }
   out->ppid = static_cast<int>(ppid);
+  out->state = tok[0][0];
   return true;
 }
 
@@ -314,22 +315,31 @@ void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
     if (!first_sample_ && cpu >= m.cpu_ticks) own_cpu_delta = cpu - m.cpu_ticks;
     cpu_delta += own_cpu_delta;
     m.cpu_ticks = cpu;
+    // A zombie (exited, not yet reaped) still shows its final CPU, which counts, but holds no
+    // memory or threads and is no longer a running process.
+    const bool exited = st.state == 'Z' || st.state == 'X';
     const double own_rss_bytes = static_cast<double>(st.rss_pages) * page_bytes_;
-    rss_bytes += own_rss_bytes;
-    threads += static_cast<double>(st.num_threads);
-    ++count;
+    if (!exited) {
+      rss_bytes += own_rss_bytes;
+      threads += static_cast<double>(st.num_threads);
+      ++count;
+    }
     if (!m.device.empty()) {
-      sink.Add(metric::kPidRss, m.device, own_rss_bytes);
-      sink.Add(metric::kPidThreads, m.device, static_cast<double>(st.num_threads));
+      if (!exited) {
+        sink.Add(metric::kPidRss, m.device, own_rss_bytes);
+        sink.Add(metric::kPidThreads, m.device, static_cast<double>(st.num_threads));
+      }
       if (have_rate) {
         sink.Add(metric::kPidCpu, m.device,
                  static_cast<double>(own_cpu_delta) / ticks_per_second_ / dt_s);
       }
     } else {
       other_cpu_delta += own_cpu_delta;
-      other_rss_bytes += own_rss_bytes;
-      other_threads += static_cast<double>(st.num_threads);
-      ++other_count;
+      if (!exited) {
+        other_rss_bytes += own_rss_bytes;
+        other_threads += static_cast<double>(st.num_threads);
+        ++other_count;
+      }
     }
     // /proc/<pid>/io needs ptrace rights: unreadable for other users' processes.
     std::string_view text;
@@ -360,10 +370,10 @@ void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
   if (other_count > 0) {
     sink.Add(metric::kPidRss, "other", other_rss_bytes);
     sink.Add(metric::kPidThreads, "other", other_threads);
-    if (have_rate) {
-      sink.Add(metric::kPidCpu, "other",
-               static_cast<double>(other_cpu_delta) / ticks_per_second_ / dt_s);
-    }
+  }
+  if (have_rate && (other_count > 0 || other_cpu_delta > 0)) {
+    sink.Add(metric::kPidCpu, "other",
+             static_cast<double>(other_cpu_delta) / ticks_per_second_ / dt_s);
   }
   if (have_rate) {
     sink.Add(metric::kProcessCpu, "tree",

@@ -40,6 +40,7 @@ namespace trainprof::collect {
 
 // Fields of /proc/<pid>/stat the collectors use; false when the line is malformed.
 struct PidStat {
+  char state = '?';  // R, S, D, Z (zombie), ...
   int ppid = 0;
   unsigned long long utime = 0, stime = 0;  // clock ticks
   long long num_threads = 0;

@@ -308,6 +308,18 @@ TEST(ProcessTreeCollectorTest, PerProcessSeriesBoundedWithTheRestOnOther) {
   EXPECT_NEAR(*sink.Get("pid_cpu_utilization_ratio", "other"), 0.5 * (73 - kCap), 1e-9);
   EXPECT_NEAR(cpu_sum, *sink.Get("process_cpu_utilization_ratio", "tree"), 1e-9);
   EXPECT_EQ(*sink.Get("pid_threads", "other"), 2.0 * (73 - kCap));
+
+  // 102 exits (a zombie, not reaped yet) after another half second of CPU: that CPU counts,
+  // but it holds no memory and is no longer one of the tree's processes.
+  std::string zombie = StatLine(102, "worker", 101, 2 * half_second, 2, 1102);
+  zombie.replace(zombie.find(") S ") + 2, 1, "Z");
+  testing::WriteText(root + "/102/stat", zombie);
+  sink.Clear();
+  collector.Sample(testing::TickAt(2.0), sink);
+  EXPECT_EQ(sink.Get("process_count", "tree"), 72);
+  EXPECT_NEAR(*sink.Get("pid_cpu_utilization_ratio", "pid102"), 0.5, 1e-9);
+  EXPECT_FALSE(sink.Has("pid_resident_memory_bytes", "pid102"));
+  EXPECT_NEAR(*sink.Get("process_cpu_utilization_ratio", "tree"), 0.5, 1e-9);
   EXPECT_TRUE(sink.unknown.empty());
 }
 

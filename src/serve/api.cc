@@ -295,6 +295,131 @@ StatusOr<json> EventsJson(store::RunReader& reader, const Params& params) {
               {"total", t.size()}};
 }
 
+namespace {
+
+// "pid123" -> 123, "gpu0/pid123" -> 123; nullopt for anything else.
+std::optional<int64_t> PidOfDevice(std::string_view device) {
+  const size_t at = device.rfind("pid");
+  if (at == std::string_view::npos || (at != 0 && device[at - 1] != '/')) return std::nullopt;
+  std::string_view digits = device.substr(at + 3);
+  if (digits.empty() || digits.size() > 9) return std::nullopt;
+  int64_t pid = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
+}
+
+// The newest sample of one series, read from its last chunk only.
+StatusOr<std::optional<double>> NewestValue(store::RunReader& reader, const std::string& node,
+                                            const store::SeriesInfo& s) {
+  store::MetricQuery q;
+  q.metrics = {s.metric};
+  q.nodes = {node};
+  q.devices = {s.device};
+  q.start_ns = s.last_ns;
+  TP_ASSIGN_OR_RETURN(store::MetricTable t, reader.SystemMetrics(q));
+  if (t.size() == 0) return std::optional<double>();
+  size_t newest = 0;
+  for (size_t i = 1; i < t.size(); ++i) {
+    if (t.timestamp_ns[i] >= t.timestamp_ns[newest]) newest = i;
+  }
+  return std::optional<double>(t.value[newest]);
+}
+
+// Adds "tree_processes" and "tree_other" to each node: the processes the recorder kept series
+// for (pid_* metrics, device pid<P>; who they are from its "process" notes), with their newest
+// CPU, RSS, threads and GPU memory (gpu_process_memory_used_bytes summed over GPUs, null when
+// NVML did not report the process), and the rest summed ("other").
+Status AddProcessTree(store::RunReader& reader, std::map<std::string, json>& nodes) {
+  struct Row {
+    json note;
+    std::optional<double> cpu, rss, threads, gpu;
+    int64_t last_ns = store::kMinTime;
+  };
+  std::map<std::pair<std::string, int64_t>, Row> rows;  // (node, pid)
+  TP_ASSIGN_OR_RETURN(auto annotations, reader.Annotations());
+  for (const auto& [node, a] : annotations) {
+    if (a.key != "process") continue;
+    json note = json::parse(a.value, nullptr, /*allow_exceptions=*/false);
+    if (!note.is_object() || !note.contains("pid") || !note["pid"].is_number_integer()) continue;
+    const auto key = std::make_pair(node, note["pid"].get<int64_t>());
+    if (rows.size() >= kMaxProcesses && !rows.contains(key)) continue;
+    rows[key].note = std::move(note);  // a reused pid: the newest note names it
+  }
+  std::map<std::string, Row> other;
+  TP_ASSIGN_OR_RETURN(auto series, reader.ListSeries());
+  for (const store::NodeSeries& ns : series) {
+    const store::SeriesInfo& s = ns.series;
+    const bool own = s.metric == collect::metric::kPidCpu || s.metric == collect::metric::kPidRss ||
+                     s.metric == collect::metric::kPidThreads;
+    const bool gpu = s.metric == collect::metric::kGpuProcessMemory;
+    if ((!own && !gpu) || s.count == 0) continue;
+    Row* row = nullptr;
+    if (own && s.device == "other") {
+      row = &other[ns.node];
+    } else if (auto pid = PidOfDevice(s.device)) {
+      auto it = rows.find({ns.node, *pid});
+      if (it == rows.end()) {
+        if (!own || rows.size() >= kMaxProcesses) continue;  // GPU-only processes: not ours
+        it = rows.emplace(std::make_pair(ns.node, *pid), Row{}).first;
+      }
+      row = &it->second;
+    } else {
+      continue;
+    }
+    TP_ASSIGN_OR_RETURN(std::optional<double> v, NewestValue(reader, ns.node, s));
+    if (!v) continue;
+    if (gpu) {
+      row->gpu = row->gpu.value_or(0) + *v;
+      continue;
+    }
+    (s.metric == collect::metric::kPidCpu   ? row->cpu
+     : s.metric == collect::metric::kPidRss ? row->rss
+                                            : row->threads) = *v;
+    row->last_ns = std::max(row->last_ns, s.last_ns);
+  }
+  auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  for (auto& [key, row] : rows) {
+    json& n = nodes[key.first];
+    if (!n.contains("tree_processes")) n["tree_processes"] = json::array();
+    const json& note = row.note;
+    std::vector<std::string> cmdline;
+    if (note.contains("cmdline") && note["cmdline"].is_array()) {
+      for (const json& arg : note["cmdline"]) {
+        if (arg.is_string()) cmdline.push_back(arg.get<std::string>());
+      }
+    }
+    // Alive: sampled at the node's newest process-tree tick.
+    const int64_t tree_ns =
+        n.contains("tree") && n["tree"].is_object() ? n["tree"].value("ts_ns", int64_t{0}) : 0;
+    n["tree_processes"].push_back(
+        {{"pid", key.second},
+         {"ppid",
+          note.contains("ppid") && note["ppid"].is_number_integer() ? note["ppid"] : json(nullptr)},
+         {"name", note.contains("name") && note["name"].is_string() ? note["name"] : json("")},
+         {"cmdline", model::RedactCommand(cmdline)},
+         {"first_ns", note.contains("ts_ns") && note["ts_ns"].is_number_integer() ? note["ts_ns"]
+                                                                                  : json(nullptr)},
+         {"last_ns", row.last_ns == store::kMinTime ? json(nullptr) : json(row.last_ns)},
+         {"alive", row.last_ns != store::kMinTime && row.last_ns >= tree_ns},
+         {"cpu_cores", opt(row.cpu)},
+         {"rss_bytes", opt(row.rss)},
+         {"threads", opt(row.threads)},
+         {"gpu_memory_bytes", opt(row.gpu)}});
+  }
+  for (auto& [node, row] : other) {
+    nodes[node]["tree_other"] = {{"cpu_cores", opt(row.cpu)},
+                                 {"rss_bytes", opt(row.rss)},
+                                 {"threads", opt(row.threads)},
+                                 {"last_ns", json(row.last_ns)}};
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<json> ProcessesJson(store::RunReader& reader) {
   // The process tree's totals per node: the newest sample of each, and the largest.
   static constexpr std::string_view kTree[] = {
@@ -304,6 +429,7 @@ StatusOr<json> ProcessesJson(store::RunReader& reader) {
   std::map<std::string, json> nodes;
   store::MetricQuery q;
   for (std::string_view m : kTree) q.metrics.emplace_back(m);
+  q.devices = {"tree"};
   TP_ASSIGN_OR_RETURN(store::MetricTable t, reader.SystemMetrics(q));
   struct Newest {
     int64_t ts;
@@ -355,11 +481,14 @@ StatusOr<json> ProcessesJson(store::RunReader& reader) {
                               {"first_ns", p.first},
                               {"last_ns", p.last}});
   }
+  TP_RETURN_IF_ERROR(AddProcessTree(reader, nodes));
   json out = json::array();
   for (auto& [name, n] : nodes) {
     n["node"] = name;
     if (!n.contains("tree")) n["tree"] = n["tree_max"] = nullptr;
     if (!n.contains("processes")) n["processes"] = json::array();
+    if (!n.contains("tree_processes")) n["tree_processes"] = json::array();
+    if (!n.contains("tree_other")) n["tree_other"] = nullptr;
     out.push_back(std::move(n));
   }
   return json{{"command", model::RedactCommand(reader.metadata().command)}, {"nodes", out}};

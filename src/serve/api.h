@@ -58,11 +58,15 @@ StatusOr<nlohmann::json> StepsJson(store::RunReader& reader, const Params& param
 StatusOr<nlohmann::json> EventsJson(store::RunReader& reader, const Params& params);
 // The processes per node, as far as the store knows them: the process tree's totals (newest
 // sample, and the largest in "tree_max", of process_cpu_utilization_ratio,
-// process_resident_memory_bytes, process_threads, process_count, ...: the recorder sums the tree,
-// it keeps no per-process usage) and the pids that wrote steps (training processes) or data-loader
-// batches (their workers), with ranks, counts and first/last times: {"command", "nodes": [{"node",
-// "tree": {...} | null, "tree_max": {...} | null, "processes": [{"pid", "role", "ranks", "steps",
-// "batches", "first_ns", "last_ns"}]}]}.
+// process_resident_memory_bytes, process_threads, process_count, ...); the tree's processes
+// that the recorder kept series for (pid_* metrics; at most 64 per recorder, the rest summed in
+// "tree_other"), with parent, name, command line (redacted) and newest CPU, RSS, threads and
+// GPU memory; and the pids that wrote steps (training processes) or data-loader batches (their
+// workers), with ranks, counts and first/last times: {"command", "nodes": [{"node", "tree":
+// {...} | null, "tree_max": {...} | null, "tree_processes": [{"pid", "ppid", "name", "cmdline",
+// "first_ns", "last_ns", "alive", "cpu_cores", "rss_bytes", "threads", "gpu_memory_bytes"}],
+// "tree_other": {"cpu_cores", "rss_bytes", "threads", "last_ns"} | null, "processes": [{"pid",
+// "role", "ranks", "steps", "batches", "first_ns", "last_ns"}]}]}.
 StatusOr<nlohmann::json> ProcessesJson(store::RunReader& reader);
 // The newest timestamp of the run (what the live stream watches), null when empty.
 StatusOr<std::optional<int64_t>> Latest(store::RunReader& reader);

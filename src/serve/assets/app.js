@@ -217,9 +217,77 @@
   }
 
   // The processes per node (/processes), loaded when the section is opened: the process
-  // tree's totals and the pids that wrote steps or data-loader batches. The recorder sums the
-  // tree: it keeps no per-process CPU or memory, nor parent links.
+  // tree's totals, the tree itself (parent -> children, with each process's newest CPU, RSS,
+  // threads and GPU memory, for the processes the recorder kept series for; the rest summed as
+  // "other"), and the pids that wrote steps or data-loader batches.
   var processesOpen = false;  // kept open across the live re-renders
+  // The tree's sort: each parent's children ordered by this column (kept across re-renders).
+  var procSort = { key: "pid", desc: false };
+  var PROC_COLS = [["name", "Process"], ["cpu_cores", "CPU", "cores"], ["rss_bytes", "RSS", "bytes"],
+                   ["threads", "Threads"], ["gpu_memory_bytes", "GPU memory", "bytes"], ["cmdline", "Command"]];
+  function processTree(n) {
+    var procs = n.tree_processes || [];
+    var wrap = h("div", { class: "proc-tree-wrap" });
+    if (!procs.length) { wrap.appendChild(h("div", { class: "collapsed", text: "no per-process data (recorded before trainprof kept it, or imported)" })); return wrap; }
+    var byPid = {}, kids = {}, roots = [];
+    procs.forEach(function (q) { byPid[q.pid] = q; });
+    procs.forEach(function (q) {
+      if (q.ppid !== null && byPid[q.ppid] && q.ppid !== q.pid) (kids[q.ppid] = kids[q.ppid] || []).push(q);
+      else roots.push(q);
+    });
+    function val(q) {
+      var k = procSort.key;
+      if (k === "name") return q.name + " " + q.pid;
+      if (k === "cmdline") return (q.cmdline || []).join(" ");
+      if (k === "pid") return q.pid;
+      return q[k] === null || q[k] === undefined ? -Infinity : q[k];
+    }
+    function order(list) {
+      return list.slice().sort(function (a, b) {
+        var x = val(a), y = val(b), c = x < y ? -1 : x > y ? 1 : a.pid - b.pid;
+        return procSort.desc ? -c : c;
+      });
+    }
+    var t = h("table", { class: "proc-tree", "data-node": n.node });
+    var head = h("tr");
+    PROC_COLS.forEach(function (c) {
+      var on = procSort.key === c[0];
+      head.appendChild(h("th", { class: c[2] || c[0] === "threads" ? "num" : "", "data-key": c[0],
+        text: c[1] + (on ? (procSort.desc ? " ▼" : " ▲") : ""),
+        onclick: function () {
+          procSort = { key: c[0], desc: on ? !procSort.desc : c[0] !== "name" && c[0] !== "cmdline" };
+          wrap.parentNode.replaceChild(processTree(n), wrap);
+        } }));
+    });
+    t.appendChild(head);
+    var seen = {};
+    function row(q, depth) {
+      if (seen[q.pid]) return;  // a parent link that loops: shown once
+      seen[q.pid] = true;
+      var name = h("td", { class: "proc-name", style: "padding-left:" + (8 + 18 * depth) + "px" },
+                   [(depth ? "└ " : "") + (q.name || "?") + " ", h("span", { class: "muted", text: "pid " + q.pid + (q.alive ? "" : " · exited") })]);
+      t.appendChild(h("tr", { "data-pid": String(q.pid), "data-ppid": q.ppid === null ? "" : String(q.ppid), "data-depth": String(depth),
+                              class: q.alive ? "" : "exited" }, [
+        name,
+        h("td", { class: "num", "data-key": "cpu_cores", text: q.cpu_cores === null ? "n/a" : fmt(q.cpu_cores, "cores") }),
+        h("td", { class: "num", "data-key": "rss_bytes", text: q.rss_bytes === null ? "n/a" : fmt(q.rss_bytes, "bytes") }),
+        h("td", { class: "num", "data-key": "threads", text: q.threads === null ? "n/a" : String(q.threads) }),
+        h("td", { class: "num", "data-key": "gpu_memory_bytes", text: q.gpu_memory_bytes === null ? "n/a" : fmt(q.gpu_memory_bytes, "bytes") }),
+        h("td", { class: "proc-cmd", text: (q.cmdline || []).join(" ") })]));
+      order(kids[q.pid] || []).forEach(function (c) { row(c, depth + 1); });
+    }
+    order(roots).forEach(function (q) { row(q, 0); });
+    var o = n.tree_other;
+    if (o) {
+      t.appendChild(h("tr", { class: "proc-other", "data-pid": "other" }, [
+        h("td", { text: "other processes (past the first 64 the recorder follows one by one)" }),
+        h("td", { class: "num", text: o.cpu_cores === null ? "n/a" : fmt(o.cpu_cores, "cores") }),
+        h("td", { class: "num", text: o.rss_bytes === null ? "n/a" : fmt(o.rss_bytes, "bytes") }),
+        h("td", { class: "num", text: o.threads === null ? "n/a" : String(o.threads) }), h("td", { text: "" }), h("td", { text: "" })]));
+    }
+    wrap.appendChild(t);
+    return wrap;
+  }
   function processesBox(id) {
     var box = h("details", { id: "processes" }, [h("summary", { text: "Processes" })]);
     var loaded = false;
@@ -228,7 +296,7 @@
       if (!box.open || loaded) return;
       loaded = true;
       api("/api/runs/" + id + "/processes").then(function (p) {
-        var any = p.nodes.some(function (n) { return n.tree || n.processes.length; });
+        var any = p.nodes.some(function (n) { return n.tree || n.processes.length || (n.tree_processes || []).length; });
         if (!any) { box.appendChild(h("p", { class: "collapsed", text: "no process data" })); return; }
         p.nodes.forEach(function (n) {
           var t = n.tree || {}, m = n.tree_max || {};
@@ -241,6 +309,7 @@
             (n.tree ? ": the whole tree, newest sample" : "");
           var node = h("details", { class: "proc-node", "data-node": n.node, open: "" }, [h("summary", { text: head })]);
           node.appendChild(h("div", { class: "muted", text: "command: " + (p.command || []).join(" ") }));
+          node.appendChild(processTree(n));
           if (!n.processes.length) node.appendChild(h("div", { class: "collapsed", text: "no instrumented process" }));
           var ul = h("ul");
           n.processes.forEach(function (q) {
