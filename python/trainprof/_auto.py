@@ -1,5 +1,6 @@
 """Automatic PyTorch instrumentation: steps, mode, data wait, forward, backward, optimizer,
-DataLoader configuration, collectives, CUDA step time; installed when torch is imported.
+DataLoader configuration, collectives (DDP's own: _auto_ddp), CUDA step time; installed when
+torch is imported.
 
 Step model: a training step is one optimizer step. It opens at the first training activity after
 the previous step closed (waiting for a batch, a forward in training mode, a backward) and closes

@@ -7,9 +7,11 @@ deployment does (docs/cli.md "Multi-node jobs": same --out, distinct --node): ho
 scraping each host's /metrics on the host's own address (`--prometheus ADDR:PORT
 --prometheus-allow-remote`; loopback only otherwise).
 
-Checked against what was planted, not against trainprof's own output: the merged run holds both
-hosts and both ranks, each rank on the host that ran it; the StragglerRank rule and `analyze`
-name rank 1 on host-b (it sleeps SLEEP_S per step, which the training script also times itself);
+The training is real DistributedDataParallel (its reducer's bucket all-reduces over gloo,
+recorded by the zero-code instrumentation's communication hook). Checked against what was
+planted, not against trainprof's own output: the merged run holds both hosts and both ranks,
+each rank on the host that ran it; rank 0 waits about the planted sleep per step in DDP's
+all-reduces; the StragglerRank rule and `analyze` name rank 1 on host-b (it sleeps SLEEP_S per step, which the training script also times itself);
 Prometheus's HTTP API holds series from both hosts.
 
 Needs root and `ip netns` (skipped with the reason otherwise; CI runs as root), torch, and
@@ -43,10 +45,9 @@ from torch import nn
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
-# data parallel by hand: gradients averaged with dist.all_reduce (gloo) every step. (Under
-# DistributedDataParallel the gradient all-reduces run inside its C++ reducer, which the
-# zero-code instrumentation does not see as collectives: see docs/reliability.md.)
-model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
+# DistributedDataParallel: its reducer all-reduces the gradient buckets (gloo); the zero-code
+# instrumentation times them through a communication hook (python/trainprof/_auto_ddp.py).
+model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2)))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 x, y = torch.randn(16, 32), torch.randint(0, 2, (16,))
 slept = 0.0
@@ -55,9 +56,6 @@ for step in range(int(sys.argv[1])):
     if rank == 1:  # the planted straggler: its compute per step is SLEEP_S longer
         t = time.perf_counter(); time.sleep(float(sys.argv[2])); slept += time.perf_counter() - t
     loss.backward()
-    for p in model.parameters():
-        dist.all_reduce(p.grad)
-        p.grad /= 2
     opt.step()
     opt.zero_grad()
 dist.barrier()
@@ -271,6 +269,13 @@ def test_two_hosts_gloo_training_one_run_directory_straggler_and_prometheus(host
         0: ("host-a",), 1: ("host-b",)}
     coll = r.events(categories=["collective"]).to_pandas()
     assert set(coll["node"]) == {"host-a", "host-b"}
+    # DDP's own bucket all-reduces, on both ranks, inside their training steps; rank 0 waits
+    # in them for rank 1 about the planted sleep per step
+    ddp = coll[coll["args"].fillna("").astype(str).str.contains('"ddp_bucket"')]
+    assert sorted(ddp["rank"].unique().tolist()) == [0, 1], coll
+    assert ddp["step"].notna().all()
+    waited = ddp.groupby(["rank", "step"])["duration_ns"].sum().groupby("rank").median() / 1e9
+    assert waited[0] > 0.6 * SLEEP_S and waited[1] < 0.3 * SLEEP_S, waited
 
     # The straggler rule names rank 1 on host-b, and only it.
     rules = _run(*trainprof_command(), "rules", str(run), "--json", check=False)
