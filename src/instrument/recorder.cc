@@ -50,9 +50,21 @@ constexpr size_t RecordBytes(size_t name, size_t category, size_t mode, size_t a
 constexpr uint32_t kBlockBytes = 64 << 10;
 // A record larger than this (args of megabytes) is dropped and counted, never truncated.
 constexpr size_t kMaxRecordBytes = 16 << 20;
-// Per-thread memory bound, whatever the event count: blocks waiting for the flusher.
+// Per-thread memory bound, whatever the event count: blocks in the chain, in the pool and kept
+// for refills.
 constexpr int64_t kMaxBufferedBytesPerThread = 64 << 20;
-constexpr size_t kSpareBlocks = 8;
+// The pool of prepared blocks a thread takes from: a ring with one producer (the flusher) and
+// one consumer (the thread), as many slots as the memory bound allows blocks.
+constexpr uint32_t kPoolSlots = kMaxBufferedBytesPerThread / kBlockBytes;
+// Blocks a thread's pool holds at least, and buffers kept ready for threads' first events.
+constexpr int64_t kMinPoolBlocks = 2;
+constexpr int kReadyBuffers = 8;
+// While threads take blocks, the flusher tops their pools up this many times per flush
+// interval; a pool holds what its thread took in its busiest refill period lately this many
+// times over (the flusher refills nothing while it writes the store).
+constexpr int64_t kRefillsPerInterval = 10;
+constexpr int64_t kPoolPeriods = 4;
+constexpr size_t kPageBytes = 4096;
 
 // A block of records. The owning thread writes records and then publishes them by advancing
 // `committed` (release); the flusher reads up to `committed` (acquire). When a record does
@@ -75,25 +87,22 @@ void FreeBlock(Block* b) {
   ::operator delete(b);
 }
 
-// A lock for the spare-block list, taken once per block (not per event) by the thread and by
-// the flusher. (A forked child never takes the parent's: it starts buffers of its own.)
-class SpinLock {
- public:
-  void lock() {
-    while (flag_.exchange(true, std::memory_order_acquire)) {
-      while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
-    }
-  }
-  void unlock() { flag_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> flag_{false};
-};
+// A block whose pages are all mapped already (written once here, on the flusher's thread), so
+// that the training thread writing into it takes no page fault. A volatile store per page: a
+// memset of fresh memory may be turned into calloc, which skips the writes.
+Block* NewPreparedBlock() {
+  Block* b = NewBlock(kBlockBytes);
+  volatile char* p = b->data();
+  for (size_t i = 0; i < kBlockBytes; i += kPageBytes) p[i] = 0;
+  p[kBlockBytes - 1] = 0;
+  return b;
+}
 
 // One thread's records not yet drained: a chain of blocks with one writer (the thread) and one
-// reader (the flusher, under flush_mu), no lock between them. Owned jointly by the thread
-// (thread_local handle) and the registry; the flusher frees it once the thread has exited and
-// it is drained.
+// reader (the flusher, under flush_mu), and a pool of prepared blocks that the flusher fills and
+// the thread takes from; no lock between them. Made by the flusher (kept ready for a thread's
+// first event) or, when none is ready, by the thread itself; held by the registry, which lets it
+// go once its thread has exited and it is drained.
 struct ThreadBuffer {
   // Written by the owning thread only.
   Block* tail = nullptr;
@@ -101,18 +110,29 @@ struct ThreadBuffer {
   // Records accepted; only the owning thread writes it (a plain store: no locked instruction),
   // Stats reads it.
   std::atomic<int64_t> produced{0};
-  // Read and written by the flusher only.
+  // Records dropped because the pool was empty, and their bytes (the flusher sizes the pool
+  // from them). Written by the owning thread only.
+  std::atomic<int64_t> starved{0};
+  std::atomic<int64_t> starved_bytes{0};
+  // The pool: slots [pool_read, pool_write) hold prepared blocks. The flusher fills slots and
+  // advances pool_write (release); the thread takes from pool_read and advances it (release).
+  std::atomic<uint64_t> pool_write{0};
+  std::atomic<uint64_t> pool_read{0};
+  Block* pool[kPoolSlots] = {};
+  // Read and written by the flusher only (under flush_mu).
   Block* head = nullptr;
   uint32_t head_pos = 0;
+  // Read and written under pool_mu (the flusher adds drained blocks, the keeper refills).
+  std::vector<Block*> reserve;  // drained blocks kept for the next refills
+  uint64_t read_seen = 0;       // pool_read at the last refill
+  int64_t starved_seen = 0, starved_bytes_seen = 0;
+  int64_t peak_blocks_per_refill = 0;  // the busiest refill period lately (decays)
   // Shared.
   std::atomic<int64_t> consumed{0};
   std::atomic<int64_t> dropped{0};
-  std::atomic<int64_t> block_bytes{0};  // allocated to this buffer, spares included
+  std::atomic<int64_t> block_bytes{0};  // allocated to this buffer: chain, pool and reserve
   std::atomic<bool> thread_exited{false};
-  int64_t tid = 0;
-  // Drained blocks handed back for the thread to reuse (warm pages, no malloc per block).
-  SpinLock spare_lock;
-  std::vector<Block*> spare;
+  std::atomic<int64_t> tid{0};
 
   ~ThreadBuffer() {
     for (Block* b = head; b != nullptr;) {
@@ -120,7 +140,8 @@ struct ThreadBuffer {
       FreeBlock(b);
       b = next;
     }
-    for (Block* b : spare) FreeBlock(b);
+    for (uint64_t i = pool_read.load(); i < pool_write.load(); ++i) FreeBlock(pool[i % kPoolSlots]);
+    for (Block* b : reserve) FreeBlock(b);
   }
 };
 
@@ -156,9 +177,23 @@ struct State {
   std::unique_ptr<store::NodeStoreWriter> writer;
   std::mutex flush_mu;  // serializes drains (flusher thread, FlushNow, Stop)
   std::thread* flusher = nullptr;
-  std::mutex flusher_mu;
+  // The pool keeper: refills the threads' pools (and the ready buffers) between drains, on a
+  // thread of its own so that a slow store write never holds refills up.
+  std::thread* refiller = nullptr;
+  std::mutex pool_mu;     // the pools' flusher side: reserves, refill bookkeeping
+  std::mutex flusher_mu;  // with flusher_cv: both threads' sleeps and stop_flusher
   std::condition_variable flusher_cv;
   bool stop_flusher = false;
+
+  // Buffers the flusher made for threads' first events (also in `buffers`); a thread takes one
+  // by exchanging its slot with null.
+  std::atomic<ThreadBuffer*> ready[kReadyBuffers] = {};
+  std::atomic<int64_t> buffers_taken{0};    // first events since the flusher last looked
+  std::atomic<int64_t> starved_removed{0};  // pool-empty drops of buffers no longer registered
+  // Refills in a row at which no thread took a block (pool_mu): the keeper refills
+  // kRefillsPerInterval times per flush interval until a whole interval has passed so (and
+  // from its start), else once per interval.
+  int64_t idle_refills = 0;
 };
 
 State& S() {
@@ -175,40 +210,64 @@ int64_t CurrentTid() {
   return t_tid;
 }
 
-// The calling thread's buffer, registered on first use. The hot path reads two trivial
-// thread_locals (direct TLS loads); the handle, whose destructor marks the buffer at thread
-// exit so the flusher can drop it after draining, is only touched on the slow path.
+// The calling thread's buffer, taken on first use. The hot path reads two trivial
+// thread_locals (direct TLS loads). A thread-specific key, whose destructor marks the buffer at
+// thread exit so that the flusher lets it go once drained, is set on the slow path only
+// (pthread_setspecific stores into the thread's own table: no allocation).
 thread_local ThreadBuffer* t_buffer = nullptr;
 thread_local int64_t t_owner_pid = 0;
 thread_local bool t_exited = false;
 
-struct BufferHandle {
-  std::shared_ptr<ThreadBuffer> buffer;
-  ~BufferHandle() {
-    t_buffer = nullptr;
-    t_exited = true;  // a record from a later thread_local destructor is dropped
-    if (buffer) buffer->thread_exited.store(true, std::memory_order_release);
-  }
-};
+void MarkThreadExited(void* buffer) {
+  t_buffer = nullptr;
+  t_exited = true;  // a record from a later destructor is dropped
+  static_cast<ThreadBuffer*>(buffer)->thread_exited.store(true, std::memory_order_release);
+}
+
+pthread_key_t ExitKey() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    TP_CHECK(pthread_key_create(&k, MarkThreadExited) == 0);
+    return k;
+  }();
+  return key;
+}
+
+// A buffer with its first block and a pool of `pool_blocks`, all prepared. Made by the flusher
+// for the ready slots (one pool block: a ready buffer costs 128 KiB), or by a thread that found
+// none ready.
+std::shared_ptr<ThreadBuffer> MakeBuffer(int64_t pool_blocks) {
+  auto buffer = std::make_shared<ThreadBuffer>();
+  buffer->head = buffer->tail = NewPreparedBlock();
+  for (int64_t i = 0; i < pool_blocks; ++i) buffer->pool[i] = NewPreparedBlock();
+  buffer->pool_write.store(static_cast<uint64_t>(pool_blocks), std::memory_order_relaxed);
+  buffer->block_bytes.store((1 + pool_blocks) * kBlockBytes, std::memory_order_relaxed);
+  return buffer;
+}
 
 void EnsureFlusher();
 
-// First use in this thread, or first use in a forked child (the registry was reset there).
+// First use in this thread, or first use in a forked child (the registry was reset there): a
+// buffer the flusher made ready (no lock, no allocation), else one made here.
 [[gnu::noinline]] ThreadBuffer* NewLocalBuffer(int64_t pid) {
   if (t_exited) return nullptr;
-  thread_local BufferHandle handle;
   State& s = S();
-  auto buffer = std::make_shared<ThreadBuffer>();
-  buffer->tid = CurrentTid();
-  buffer->head = buffer->tail = NewBlock(kBlockBytes);
-  buffer->block_bytes.store(kBlockBytes, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(s.registry_mu);
-    s.buffers.push_back(buffer);
+  ThreadBuffer* buffer = nullptr;
+  for (auto& slot : s.ready) {
+    buffer = slot.exchange(nullptr, std::memory_order_acq_rel);
+    if (buffer != nullptr) break;
   }
-  handle.buffer = std::move(buffer);
-  t_buffer = handle.buffer.get();
+  if (buffer == nullptr) {
+    auto made = MakeBuffer(kMinPoolBlocks);
+    buffer = made.get();
+    std::lock_guard<std::mutex> lock(s.registry_mu);
+    s.buffers.push_back(std::move(made));
+  }
+  buffer->tid.store(CurrentTid(), std::memory_order_relaxed);
+  pthread_setspecific(ExitKey(), buffer);
+  t_buffer = buffer;
   t_owner_pid = pid;
+  s.buffers_taken.fetch_add(1, std::memory_order_relaxed);
   EnsureFlusher();  // a forked child's first event starts its flusher
   return t_buffer;
 }
@@ -222,6 +281,7 @@ inline ThreadBuffer* LocalBuffer() {
 }
 
 void FlusherLoop();
+void RefillerLoop();
 
 // Starts the flusher if this process has none (the first Start, or a forked child's first
 // event). Cheap when it is running.
@@ -235,35 +295,126 @@ void EnsureFlusher() {
   if (!s.active.load(std::memory_order_acquire)) return;
   s.stop_flusher = false;
   s.flusher = new std::thread(FlusherLoop);
+  s.refiller = new std::thread(RefillerLoop);
   s.flusher_running.store(true, std::memory_order_release);
 }
 
-// A block for a record of `need` bytes: a spare one when it fits, else a new one (within the
-// thread's memory bound). Null: drop the record.
+// Bulk mode (SetBulkWrites): this thread allocates a block when its pool is empty.
+thread_local bool t_bulk = false;
+
+// The next block for a record of `need` bytes. A record that fits a block takes a prepared
+// block from the thread's pool: two atomic loads and a store, no lock, no allocation, no page
+// fault. When the pool is empty the record is dropped and counted (the flusher grows the pool
+// from that count), except in bulk mode, which allocates here, as does a record larger than a
+// block; both within the thread's memory bound. Null: drop the record.
 Block* TakeBlock(ThreadBuffer* b, size_t need) {
-  Block* got = nullptr;
-  b->spare_lock.lock();
-  if (!b->spare.empty()) {
-    got = b->spare.back();
-    b->spare.pop_back();
-  }
-  b->spare_lock.unlock();
-  if (got != nullptr && got->capacity < need) {
-    b->block_bytes.fetch_sub(got->capacity, std::memory_order_relaxed);
-    FreeBlock(got);
-    got = nullptr;
-  }
-  if (got != nullptr) {
-    got->committed.store(0, std::memory_order_relaxed);
-    got->next.store(nullptr, std::memory_order_relaxed);
-    return got;
+  if (need <= kBlockBytes) {
+    const uint64_t r = b->pool_read.load(std::memory_order_relaxed);
+    if (r != b->pool_write.load(std::memory_order_acquire)) {
+      Block* got = b->pool[r % kPoolSlots];
+      b->pool_read.store(r + 1, std::memory_order_release);
+      return got;
+    }
+    if (!t_bulk) {
+      b->starved.store(b->starved.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      b->starved_bytes.store(
+          b->starved_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(need),
+          std::memory_order_relaxed);
+      return nullptr;
+    }
   }
   const auto capacity = static_cast<uint32_t>(std::max<size_t>(kBlockBytes, need));
   if (b->block_bytes.load(std::memory_order_relaxed) + capacity > kMaxBufferedBytesPerThread) {
     return nullptr;
   }
   b->block_bytes.fetch_add(capacity, std::memory_order_relaxed);
-  return NewBlock(capacity);
+  // A standard block may be recycled into a pool later: all its pages mapped, as there.
+  return capacity == kBlockBytes ? NewPreparedBlock() : NewBlock(capacity);
+}
+
+// Tops up the pool of `b` (the keeper, under pool_mu) to what its thread took in its
+// busiest refill period lately, kPoolPeriods times over and at least kMinPoolBlocks: from the
+// drained blocks kept in reserve first, then new prepared blocks, within the memory bound. The
+// reserve keeps about a flush interval's worth; the rest is freed. Returns whether the thread
+// took blocks or went without since the last refill.
+bool RefillPool(ThreadBuffer* b) {
+  const uint64_t read = b->pool_read.load(std::memory_order_acquire);
+  const uint64_t write = b->pool_write.load(std::memory_order_relaxed);
+  int64_t wanted = static_cast<int64_t>(read - b->read_seen);
+  b->read_seen = read;
+  const int64_t starved_bytes = b->starved_bytes.load(std::memory_order_relaxed);
+  wanted += (starved_bytes - b->starved_bytes_seen + kBlockBytes - 1) / kBlockBytes;
+  b->starved_bytes_seen = starved_bytes;
+  b->peak_blocks_per_refill =
+      std::max(wanted, b->peak_blocks_per_refill - (b->peak_blocks_per_refill + 7) / 8);
+  const int64_t target =
+      std::min<int64_t>(kPoolSlots, kMinPoolBlocks + kPoolPeriods * b->peak_blocks_per_refill);
+  uint64_t w = write;
+  while (static_cast<int64_t>(w - read) < target) {
+    Block* block = nullptr;
+    if (!b->reserve.empty()) {
+      block = b->reserve.back();
+      b->reserve.pop_back();
+    } else {
+      if (b->block_bytes.load(std::memory_order_relaxed) + kBlockBytes >
+          kMaxBufferedBytesPerThread) {
+        break;
+      }
+      b->block_bytes.fetch_add(kBlockBytes, std::memory_order_relaxed);
+      block = NewPreparedBlock();
+    }
+    block->committed.store(0, std::memory_order_relaxed);
+    block->next.store(nullptr, std::memory_order_relaxed);
+    b->pool[w % kPoolSlots] = block;
+    ++w;
+  }
+  if (w != write) b->pool_write.store(w, std::memory_order_release);
+  const size_t keep =
+      static_cast<size_t>(kMinPoolBlocks + kRefillsPerInterval * b->peak_blocks_per_refill);
+  while (b->reserve.size() > keep) {
+    FreeBlock(b->reserve.back());
+    b->reserve.pop_back();
+    b->block_bytes.fetch_sub(kBlockBytes, std::memory_order_relaxed);
+  }
+  return wanted > 0;
+}
+
+// Refills every live thread's pool and the ready buffers (pool_mu held). Returns whether any
+// thread took blocks or a ready buffer since the last call: then the flusher comes back
+// sooner than the next drain.
+bool RefillLocked(const std::vector<std::shared_ptr<ThreadBuffer>>& buffers) {
+  State& s = S();
+  bool busy = s.buffers_taken.exchange(0, std::memory_order_relaxed) > 0;
+  for (const auto& b : buffers) {
+    if (b->thread_exited.load(std::memory_order_acquire)) continue;
+    busy = RefillPool(b.get()) || busy;
+  }
+  for (auto& slot : s.ready) {
+    if (slot.load(std::memory_order_acquire) != nullptr) continue;
+    auto made = MakeBuffer(1);
+    ThreadBuffer* raw = made.get();
+    {
+      std::lock_guard<std::mutex> lock(s.registry_mu);
+      s.buffers.push_back(std::move(made));
+    }
+    slot.store(raw, std::memory_order_release);
+  }
+  return busy;
+}
+
+bool RefillLocked() {
+  State& s = S();
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  {
+    std::lock_guard<std::mutex> lock(s.registry_mu);
+    buffers = s.buffers;
+  }
+  return RefillLocked(buffers);
+}
+
+void NoteRefill(bool busy) {
+  State& s = S();
+  s.idle_refills = busy ? 0 : s.idle_refills + 1;
 }
 
 inline void Drop(ThreadBuffer* b) { b->dropped.fetch_add(1, std::memory_order_relaxed); }
@@ -325,9 +476,11 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
   b->tail->committed.store(b->tail_pos, std::memory_order_release);
 }
 
-// Hands every record the thread has published to `writer` and frees (or keeps as spares) the
-// blocks it is done with. Returns the number of records. Called with flush_mu held.
-int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid, int64_t rank) {
+// Hands every record the thread has published to `writer`; the blocks it is done with go to the
+// reserve for the keeper's next refills (a block larger than standard is freed). Returns the number
+// of records. Called with flush_mu held.
+int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid, int64_t rank,
+                    std::vector<Block*>* drained) {
   Block* block = b->head;
   uint32_t pos = b->head_pos;
   int64_t n = 0;
@@ -351,7 +504,7 @@ int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid
       e.args = std::string_view(text, h.args_len);
       e.step = h.step;
       e.pid = pid;
-      e.tid = h.tid == 0 ? b->tid : h.tid;
+      e.tid = h.tid == 0 ? b->tid.load(std::memory_order_relaxed) : h.tid;
       e.rank = rank;
       writer->AppendEvent(e);
       pos += static_cast<uint32_t>(RecordBytes(h.name_len, h.category_len, h.mode_len, h.args_len));
@@ -361,11 +514,9 @@ int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid
     if (next == nullptr) break;
     // The thread committed this block's last record before linking the next one.
     if (block->committed.load(std::memory_order_acquire) != pos) continue;
-    b->spare_lock.lock();
-    const bool keep = b->spare.size() < kSpareBlocks && block->capacity == kBlockBytes;
-    if (keep) b->spare.push_back(block);
-    b->spare_lock.unlock();
-    if (!keep) {
+    if (block->capacity == kBlockBytes) {
+      drained->push_back(block);
+    } else {
       b->block_bytes.fetch_sub(block->capacity, std::memory_order_relaxed);
       FreeBlock(block);
     }
@@ -375,6 +526,11 @@ int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid
   b->head = block;
   b->head_pos = pos;
   if (n > 0) b->consumed.fetch_add(n, std::memory_order_relaxed);
+  if (!drained->empty()) {
+    std::lock_guard<std::mutex> lock(S().pool_mu);
+    b->reserve.insert(b->reserve.end(), drained->begin(), drained->end());
+    drained->clear();
+  }
   return n;
 }
 
@@ -448,8 +604,9 @@ Status DrainLocked(bool final_flush) {
   const int64_t pid = s.pid.load();
   const int64_t rank = s.rank.load();
   int64_t n = 0;
+  std::vector<Block*> drained;
   for (size_t i = 0; i < buffers.size(); ++i) {
-    n += DrainBuffer(buffers[i].get(), s.writer.get(), pid, rank);
+    n += DrainBuffer(buffers[i].get(), s.writer.get(), pid, rank, &drained);
   }
   {
     // Threads that have exited and are fully drained leave the registry (their blocks go with
@@ -460,6 +617,7 @@ Status DrainLocked(bool final_flush) {
       auto it = std::find(s.buffers.begin(), s.buffers.end(), buffers[i]);
       if (it != s.buffers.end()) {
         s.recorded.fetch_add(buffers[i]->produced.load(std::memory_order_relaxed));
+        s.starved_removed.fetch_add(buffers[i]->starved.load(std::memory_order_relaxed));
         s.buffers.erase(it);
       }
     }
@@ -513,18 +671,42 @@ void FlusherLoop() {
   }
 }
 
+// The pool keeper: the ready buffers and every thread's pool topped up at once, then
+// kRefillsPerInterval times per flush interval while threads take blocks (once per interval
+// when none has for a whole interval).
+void RefillerLoop() {
+  State& s = S();
+  const auto interval = std::chrono::nanoseconds(s.options.flush_interval_ns);
+  const auto refill_every = std::max(interval / kRefillsPerInterval, std::chrono::nanoseconds(1));
+  std::unique_lock<std::mutex> lock(s.flusher_mu);
+  while (!s.stop_flusher) {
+    lock.unlock();
+    bool busy;
+    {
+      std::lock_guard<std::mutex> pool_lock(s.pool_mu);
+      NoteRefill(RefillLocked());
+      busy = s.idle_refills < kRefillsPerInterval;
+    }
+    lock.lock();
+    s.flusher_cv.wait_for(lock, busy ? refill_every : interval, [&] { return s.stop_flusher; });
+  }
+}
+
 void StopFlusher() {
   State& s = S();
-  std::thread* t = nullptr;
+  std::thread* threads[2] = {nullptr, nullptr};
   {
     std::lock_guard<std::mutex> lock(s.flusher_mu);
     if (!s.flusher_running.load()) return;
     s.stop_flusher = true;
-    t = s.flusher;
+    threads[0] = s.flusher;
+    threads[1] = s.refiller;
     s.flusher = nullptr;
+    s.refiller = nullptr;
   }
   s.flusher_cv.notify_all();
-  if (t != nullptr) {
+  for (std::thread* t : threads) {
+    if (t == nullptr) continue;
     t->join();
     delete t;
   }
@@ -538,6 +720,7 @@ void AtForkPrepare() {
   State& s = S();
   s.lifecycle_mu.lock();  // first, as Start/Stop take it: a child must not inherit it held
   s.flush_mu.lock();
+  s.pool_mu.lock();
   s.flusher_mu.lock();
   s.registry_mu.lock();
 }
@@ -545,6 +728,7 @@ void AtForkParent() {
   State& s = S();
   s.registry_mu.unlock();
   s.flusher_mu.unlock();
+  s.pool_mu.unlock();
   s.flush_mu.unlock();
   s.lifecycle_mu.unlock();
 }
@@ -556,10 +740,16 @@ void AtForkChild() {
   s.counters.clear();
   s.meta.clear();
   (void)s.writer.release();  // the parent's connection: never used or closed here
-  s.flusher = nullptr;       // the parent's thread does not exist here
+  s.flusher = nullptr;       // the parent's threads do not exist here
+  s.refiller = nullptr;
   s.flusher_running.store(false);
   s.stop_flusher = false;
-  s.pid.store(getpid());  // also invalidates every thread's cached buffer handle
+  for (auto& slot : s.ready) slot.store(nullptr);  // they were in `buffers`
+  s.buffers_taken.store(0);
+  s.starved_removed.store(0);
+  s.idle_refills = 0;
+  pthread_setspecific(ExitKey(), nullptr);  // this thread's buffer was the parent's
+  s.pid.store(getpid());                    // also invalidates every thread's cached buffer handle
   s.recorded.store(0);
   s.carried_dropped = 0;
   s.flush_cpu_ns.store(0);
@@ -569,6 +759,7 @@ void AtForkChild() {
   t_tid = 0;  // this thread is the child's only one, with a new id
   s.registry_mu.unlock();
   s.flusher_mu.unlock();
+  s.pool_mu.unlock();
   s.flush_mu.unlock();
   s.lifecycle_mu.unlock();
 }
@@ -736,6 +927,8 @@ void SetMeta(std::string_view key, std::string_view value) {
   s.meta[std::string(key)] = std::string(value);
 }
 
+void SetBulkWrites(bool on) { t_bulk = on; }
+
 RecorderStats Stats() {
   State& s = S();
   RecorderStats out;
@@ -747,6 +940,10 @@ RecorderStats Stats() {
   int64_t buffered_dropped = 0;
   for (const auto& b : s.buffers) buffered_dropped += b->dropped.load(std::memory_order_relaxed);
   out.dropped_events += buffered_dropped;
+  out.dropped_pool_empty_events = s.starved_removed.load();
+  for (const auto& b : s.buffers) {
+    out.dropped_pool_empty_events += b->starved.load(std::memory_order_relaxed);
+  }
   out.recorded_events = s.recorded.load();
   for (const auto& b : s.buffers)
     out.recorded_events += b->produced.load(std::memory_order_relaxed);

@@ -3,11 +3,13 @@
 // Python through the bindings, or by the automatic PyTorch instrumentation) and written to the
 // process's own store file, <run>/nodes/<node>/proc-<pid>.sqlite.
 //
-// Threads: Record* may be called from any thread and never blocks on I/O: each thread appends to
-// its own bounded buffer (guarded by a spinlock only the flusher ever contends for); when a
-// buffer is full the event is dropped and counted (data-quality counter dropped_events). One
-// background flusher thread moves the buffers into the store every flush interval (default
-// 500 ms), so a process that is killed loses at most that interval.
+// Threads: Record* may be called from any thread and never blocks: each thread appends to its
+// own bounded chain of blocks, taking new blocks from a pool that the flusher fills with
+// prepared (already mapped) blocks, with no lock, no allocation and no page fault on the way;
+// when the chain is full or the pool is empty the event is dropped and counted (data-quality
+// counter dropped_events). One background flusher thread moves the buffers into the store every
+// flush interval (default 500 ms), so a process that is killed loses at most that interval; a
+// second one (the pool keeper) refills the pools in between, whatever the store write costs.
 //
 // Fork: after fork() the child drops the parent's buffers and never touches the parent's
 // SQLite connection; if the child records anything it starts its own flusher and opens its own
@@ -41,8 +43,11 @@ struct RecorderOptions {
 
 struct RecorderStats {
   int64_t recorded_events = 0;  // accepted into buffers
-  int64_t dropped_events = 0;   // buffers full
-  int64_t written_events = 0;   // handed to the store
+  int64_t dropped_events = 0;   // buffers full, pools empty, records too large
+  // Of dropped_events: a thread's pool of prepared blocks was empty (it wrote faster than the
+  // flusher prepared blocks for it).
+  int64_t dropped_pool_empty_events = 0;
+  int64_t written_events = 0;  // handed to the store
   int64_t flushes = 0;
   int64_t flush_cpu_ns = 0;  // CPU time of the drains and store writes (any thread)
 };
@@ -73,6 +78,10 @@ void RecordSpan(std::string_view name, std::string_view category, std::string_vi
                 int64_t tid = 0);
 void RecordInstant(std::string_view name, std::string_view category, std::string_view mode,
                    int64_t step, int64_t ts_ns, std::string_view args = {}, int64_t tid = 0);
+// Bulk writes on the calling thread (a profiler's thousands of events stored at once, off the
+// step's path): while on, a record that finds the thread's pool of prepared blocks empty gets a
+// block allocated there and then instead of being dropped.
+void SetBulkWrites(bool on);
 // Annotations (key/value facts about the process: DataLoader configuration, exit reason...).
 void Annotate(std::string_view key, std::string_view value);
 // Adds to a data-quality counter of this process's store.
