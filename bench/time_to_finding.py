@@ -44,6 +44,8 @@ PROBLEMS = {
     "leak": ("leak", {"HostMemoryGrowth"}),
     "starvation": ("starvation", {"DataLoaderStarvation"}),
     "outliers": ("outliers", {"StepOutlier"}),
+    "loss_nan": ("loss_nan", {"LossNaN"}),
+    "loss_flat": ("loss_flat", {"LossNotDecreasing"}),
 }
 # The action: append {"t": wall time, "finding": ...} to the file named by its argument.
 ACTION = ("import json, sys, time; f = json.load(sys.stdin); "

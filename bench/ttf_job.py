@@ -10,6 +10,9 @@ at which it did to `--onset-file` (the independent truth the bench measures from
   starvation   batches from then on come from a DataLoader (num_workers=0) whose Dataset
                sleeps 2 ms per sample in __getitem__ (the loop waits for its data)
   outliers     every 20th step sleeps 400 ms more (step-time outliers)
+  loss_nan     the learning rate is multiplied by 1e6: the loss becomes inf, then NaN, within
+               steps (training health: LossNaN, sampled every 10 steps by the instrumentation)
+  loss_flat    the learning rate is set to 0: the loss stops falling (LossNotDecreasing)
 
 It stops after `--seconds` in all, or as soon as the file `--stop-file` exists (the bench
 creates it once the finding arrived). The automatic instrumentation of `trainprof record`
@@ -46,7 +49,8 @@ class SlowDataset(torch.utils.data.Dataset):
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", required=True, choices=["healthy", "leak", "starvation", "outliers"])
+    p.add_argument("--mode", required=True, choices=["healthy", "leak", "starvation", "outliers",
+                                                         "loss_nan", "loss_flat"])
     p.add_argument("--seconds", type=float, default=60, help="the job's whole length at most")
     p.add_argument("--onset", type=float, default=8, help="healthy seconds after the first step")
     p.add_argument("--onset-file", required=True)
@@ -73,6 +77,9 @@ def main() -> None:
         if first_step is not None and not planted and a.mode != "healthy" and \
                 now - first_step >= a.onset:
             planted = True
+            if a.mode in ("loss_nan", "loss_flat"):  # training health: lr x 1e6 (diverges) / 0
+                for group in opt.param_groups:
+                    group["lr"] = group["lr"] * 1e6 if a.mode == "loss_nan" else 0.0
             if a.mode == "starvation":
                 loader = torch.utils.data.DataLoader(SlowDataset(BATCH * 10_000, 0.002),
                                                      batch_size=BATCH, num_workers=0)
