@@ -38,6 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A small read window that varies with the input, so that events straddle refills and the
   // fast path's "need more" and the window's growth are fuzzed too.
   o.read_buffer_bytes = 16 + size % 241;
+  // Both parses: on a second thread (the default) and on this one.
+  o.parse_threads = 1 + static_cast<int>(size % 2);
   (void)trainprof::importers::kineto::ImportKineto(o);
   return 0;
 }

@@ -3,51 +3,66 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "importers/common/json_text.h"
 
 namespace trainprof::importers {
 namespace {
 
-// A sliding window over the decompressed text. Positions are offsets into buf_; Refill keeps
-// the bytes from `keep_from` on and appends new ones, so spans before keep_from go stale.
+// A sliding window over the decompressed text. Positions are offsets into the buffer; Refill
+// keeps the bytes from `keep_from` on and appends new ones, so spans before keep_from go stale
+// (unless the window is stable: then they stay in the retired buffer, handed to the sink).
 class Window {
  public:
-  Window(ByteSource& src, size_t initial, size_t max_bytes)
-      : src_(src), max_bytes_(std::max(initial, max_bytes)) {
+  Window(ByteSource& src, TraceSink& sink, size_t initial, size_t max_bytes, bool stable)
+      : src_(src),
+        sink_(sink),
+        initial_(initial),
+        max_bytes_(std::max(initial, max_bytes)),
+        stable_(stable) {
     // Not zero-filled (a vector's resize was): a small trace touches only the pages it reads
     // into, instead of memset and page faults over the whole first window (1 MiB).
-    buf_.reset(new char[initial]);
-    cap_ = initial;
+    buf_ = stable_ ? sink_.NewWindow(initial)
+                   : TextBuffer{std::unique_ptr<char[]>(new char[initial]), initial};
   }
 
-  const char* data() const { return buf_.get(); }
+  const char* data() const { return buf_.data.get(); }
   size_t size() const { return len_; }
   bool eof() const { return eof_; }
   int64_t base_offset() const { return base_; }
 
   // Drops bytes before `keep_from` (returns the shift applied to positions) and reads more.
   StatusOr<size_t> Refill(size_t keep_from) {
-    if (keep_from > 0) {
-      std::memmove(buf_.get(), buf_.get() + keep_from, len_ - keep_from);
-      len_ -= keep_from;
-      base_ += static_cast<int64_t>(keep_from);
+    const bool full = keep_from == 0 && len_ == buf_.capacity;
+    if (full && buf_.capacity >= max_bytes_) {
+      // One element bigger than the window, and the window at the limit on one element.
+      return DataLoss(src_.path() + ": at byte " + std::to_string(base_) +
+                      ": one JSON element is larger than " + std::to_string(max_bytes_ >> 20) +
+                      " MiB (the limit for one trace event or top-level member); the file is "
+                      "damaged or not a trace");
     }
-    if (len_ == cap_) {
+    const size_t keep = len_ - keep_from;
+    if (stable_) {
+      // A fresh window (grown when one element fills the old one, else back to the initial
+      // size) with the kept bytes copied; the old one, with the views into it, to the sink.
+      const size_t cap = full ? std::min(buf_.capacity * 2, max_bytes_)
+                              : std::max(initial_, std::min(keep * 2, max_bytes_));
+      TextBuffer next = sink_.NewWindow(cap);
+      std::memcpy(next.data.get(), buf_.data.get() + keep_from, keep);
+      sink_.OnWindowRetired(std::exchange(buf_, std::move(next)));
+    } else if (full) {
       // One element bigger than the window: grow it, up to the limit on one element.
-      if (cap_ >= max_bytes_) {
-        return DataLoss(src_.path() + ": at byte " + std::to_string(base_) +
-                        ": one JSON element is larger than " + std::to_string(max_bytes_ >> 20) +
-                        " MiB (the limit for one trace event or top-level member); the file is "
-                        "damaged or not a trace");
-      }
-      const size_t cap = std::min(cap_ * 2, max_bytes_);
+      const size_t cap = std::min(buf_.capacity * 2, max_bytes_);
       std::unique_ptr<char[]> grown(new char[cap]);
-      std::memcpy(grown.get(), buf_.get(), len_);
-      buf_ = std::move(grown);
-      cap_ = cap;
+      std::memcpy(grown.get(), buf_.data.get(), len_);
+      buf_ = TextBuffer{std::move(grown), cap};
+    } else if (keep_from > 0) {
+      std::memmove(buf_.data.get(), buf_.data.get() + keep_from, keep);
     }
-    TP_ASSIGN_OR_RETURN(size_t n, src_.Read(buf_.get() + len_, cap_ - len_));
+    len_ = keep;
+    base_ += static_cast<int64_t>(keep_from);
+    TP_ASSIGN_OR_RETURN(size_t n, src_.Read(buf_.data.get() + len_, buf_.capacity - len_));
     if (n == 0) eof_ = true;
     len_ += n;
     total_ += static_cast<int64_t>(n);
@@ -55,11 +70,20 @@ class Window {
   }
   int64_t total() const { return total_; }
 
+  // Stable windows: the last window to the sink, after the last element.
+  void Retire() {
+    if (stable_ && buf_.data) sink_.OnWindowRetired(std::move(buf_));
+    buf_ = TextBuffer{};
+    len_ = 0;
+  }
+
  private:
   ByteSource& src_;
+  TraceSink& sink_;
+  size_t initial_;
   size_t max_bytes_;
-  std::unique_ptr<char[]> buf_;
-  size_t cap_ = 0;
+  bool stable_;
+  TextBuffer buf_;
   size_t len_ = 0;
   int64_t base_ = 0;
   int64_t total_ = 0;
@@ -69,10 +93,13 @@ class Window {
 class Streamer {
  public:
   Streamer(ByteSource& src, TraceSink& sink, const StreamOptions& options)
-      : w_(src, options.initial_buffer_bytes, options.max_element_bytes),
+      : w_(src, sink, options.initial_buffer_bytes, options.max_element_bytes,
+           options.stable_windows),
         src_(src),
         sink_(sink),
         options_(options) {}
+
+  void RetireWindow() { w_.Retire(); }
 
   StatusOr<StreamResult> Run() {
     TP_RETURN_IF_ERROR(SkipWsRefill());
@@ -304,7 +331,9 @@ class Streamer {
 StatusOr<StreamResult> StreamTrace(ByteSource& source, TraceSink& sink,
                                    const StreamOptions& options) {
   Streamer s(source, sink, options);
-  return s.Run();
+  auto result = s.Run();
+  s.RetireWindow();  // stable windows: the views of the last one, on success or not
+  return result;
 }
 
 }  // namespace trainprof::importers

@@ -6,6 +6,7 @@
 // Threads: one streamer per thread; the sink is called on the caller's thread.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,12 @@ enum class InPlaceResult {
   kDone,        // the element was taken; *element_end is one past it
   kNeedMore,    // the buffer ends inside the element: the streamer reads more and asks again
   kNotHandled,  // the streamer cuts the element out and calls OnEvent with its text
+};
+
+// One window of the decompressed text (stable windows, StreamOptions::stable_windows).
+struct TextBuffer {
+  std::unique_ptr<char[]> data;
+  size_t capacity = 0;
 };
 
 class TraceSink {
@@ -45,6 +52,14 @@ class TraceSink {
     (void)value_text;
     return OkStatus();
   }
+  // Stable windows only: the streamer is done with `buffer` (every view it handed out into it
+  // points before the bytes it kept, which it copied into a new window), and after the last
+  // element with the final window. Views into it stay valid for as long as the sink keeps it.
+  virtual void OnWindowRetired(TextBuffer buffer) { (void)buffer; }
+  // Stable windows only: a window of at least `capacity` bytes (a sink may recycle retired ones).
+  virtual TextBuffer NewWindow(size_t capacity) {
+    return TextBuffer{std::unique_ptr<char[]>(new char[capacity]), capacity};
+  }
 };
 
 struct StreamOptions {
@@ -56,6 +71,12 @@ struct StreamOptions {
   // error naming the file and offset: a small gzip file can hold a string of gigabytes, and
   // the window holding it would grow to match (docs/importers.md, "Limits").
   size_t max_element_bytes = kMaxTraceElementBytes;
+  // Views handed to the sink stay valid after the call (the window is never moved in place):
+  // a refill continues in a fresh window from TraceSink::NewWindow and hands the old one to
+  // TraceSink::OnWindowRetired, so a sink can keep the views of a whole window and parse them
+  // on another thread (the Kineto importer's pipeline). A window grown for one large element
+  // goes back to initial_buffer_bytes at the next refill.
+  bool stable_windows = false;
 };
 
 struct StreamResult {

@@ -121,6 +121,7 @@ InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::st
                           std::string* args, const char** event_end) {
   *out = RawEvent{};
   if (p >= end || *p != '{') return InPlace::kInvalid;
+  const size_t args_from = args->size();  // the args go after what *args holds already
   const char* q = p + 1;
   while (true) {
     q = json::SkipWs(q, end);
@@ -144,7 +145,7 @@ InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::st
       if (ve == nullptr) return InPlace::kIncomplete;
     } else if (c == '{' || c == '[') {
       if (k == "args") {
-        args->clear();
+        args->resize(args_from);  // a repeated "args": the last one counts
         InPlace r = MinifyValue(q, end, args, &ve);
         if (r != InPlace::kOk) return r;
       } else {
@@ -162,8 +163,11 @@ InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::st
     const std::string_view v(q, static_cast<size_t>(ve - q));
     if (!TakeMember(k, v, out, name_scratch)) return InPlace::kInvalid;
     if (k == "args") {
-      if (c != '{' && c != '[') args->assign(v);  // a scalar is its own minified form
-      out->args = *args;
+      if (c != '{' && c != '[') {  // a scalar is its own minified form
+        args->resize(args_from);
+        args->append(v);
+      }
+      out->args = std::string_view(*args).substr(args_from);
     }
     q = json::SkipWs(ve, end);
     if (q >= end) return InPlace::kIncomplete;

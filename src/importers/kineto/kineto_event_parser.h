@@ -31,7 +31,9 @@ enum class InPlace {
 };
 
 // The import's fast path: parses the event object that starts at p[0] in the same pass that
-// finds its end, and writes its args minified into *args (out->args views it). For every
+// finds its end, and appends its args minified to *args (out->args views the appended bytes,
+// valid until *args next grows; on kIncomplete / kInvalid *args may hold a partial tail that the
+// caller drops). For every
 // element it accepts the result is what ParseRawEvent plus json::AppendMinified of the args
 // give; anything unusual (escaped keys, no "ph", malformed members) is left to them.
 InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::string* name_scratch,

@@ -15,6 +15,7 @@
 #include "importers/common/run_builder.h"
 #include "importers/common/trace_streamer.h"
 #include "importers/kineto/kineto_event_parser.h"
+#include "importers/kineto/kineto_parse_pipeline.h"
 #include "model/data_quality.h"
 #include "store/run_directory.h"
 
@@ -98,8 +99,9 @@ struct RunState {
   int64_t flush_events = 1 << 18;
 };
 
-// Parses one trace file into the run. The TraceSink half receives elements from the streamer.
-class FileImporter : public TraceSink {
+// Parses one trace file into the run. The sink half receives elements from the streamer (on
+// one thread) or, already parsed, from the pipeline (kineto_parse_pipeline.h).
+class FileImporter : public ParsedEventSink {
  public:
   FileImporter(RunState& run, std::string path, bool gzip)
       : run_(run), path_(std::move(path)), gzip_(gzip) {
@@ -156,6 +158,7 @@ class FileImporter : public TraceSink {
   InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
                                Status* status) override {
     RawEvent e;
+    args_.clear();
     switch (ParseEventInPlace(p, end, &e, &scratch_, &args_, element_end)) {
       case InPlace::kOk:
         *status = Handle(e);
@@ -167,6 +170,9 @@ class FileImporter : public TraceSink {
     }
     return InPlaceResult::kNotHandled;
   }
+
+  // The same, parsed on the pipeline's reading thread.
+  Status OnParsedEvent(const RawEvent& e) override { return Handle(e); }
 
   // Everything the fast path leaves: the element cut out of the stream as text.
   Status OnEvent(std::string_view text) override {
@@ -281,6 +287,7 @@ class FileImporter : public TraceSink {
       return OkStatus();
     }
     bool found = false;
+    ReadAheadScope read_ahead(*this);  // the reading thread parses on meanwhile
     TP_ASSIGN_OR_RETURN(base_ns_, FindBaseTimeInTail(path_, gzip_, &found));
     if (!found) Problem(dq::kRelativeTimestamps);
     return OkStatus();
@@ -634,7 +641,8 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
     FileImporter file(run, path, (*src)->gzip());
     StreamOptions stream_options;
     stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
-    auto streamed = StreamTrace(**src, file, stream_options);
+    auto streamed = options.parse_threads >= 2 ? StreamTraceParallel(**src, file, stream_options)
+                                               : StreamTrace(**src, file, stream_options);
     if (!streamed.ok()) {
       failure = streamed.status();
       (void)file.Finish();  // keep what was read, with its counters

@@ -14,7 +14,8 @@
 //   are instants whose args carry flow_phase and flow_id (= the correlation id); counters
 //   (ph C) and [memory] instants become metric series; deviceProperties become the node's GPUs;
 //   process_name / process_labels / thread_name become node metadata (TrackNameKey).
-// Threads: called on one thread.
+// Threads: called on one thread; it starts a reading thread per file (parse_threads) and a
+// writing thread per batch (the store's encoding), and joins them before returning.
 
 #include <cstdint>
 #include <map>
@@ -40,7 +41,11 @@ struct KinetoImportOptions {
   // The streamer's first read window (it grows for a larger element); tests make it tiny so
   // that events straddle every refill.
   size_t read_buffer_bytes = 1 << 20;
-  ProgressSink* progress = nullptr;  // the traces' file bytes, as read
+  // the traces' file bytes, as read (called on the reading thread when parse_threads is 2)
+  ProgressSink* progress = nullptr;
+  // 2: a second thread reads and tokenizes the trace while this one stores it
+  // (kineto_parse_pipeline.h); 1: all on this thread. The stored run is the same.
+  int parse_threads = 2;
 };
 
 struct KinetoFileSummary {
