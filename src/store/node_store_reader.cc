@@ -408,7 +408,11 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
       out->step.push_back(e.step);
       out->start_ns.push_back(e.start_ns);
       out->duration_ns.push_back(e.duration_ns);
-      out->args.emplace_back(e.args);
+      if (query.args) {
+        out->args.emplace_back(e.args);
+      } else {
+        out->args.emplace_back();
+      }
     }
   };
   bool more = fetch(cur);

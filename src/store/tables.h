@@ -70,6 +70,7 @@ struct EventQuery {
   int64_t end_ns = kMaxTime;
   std::vector<std::string> names, categories, nodes;
   std::vector<int64_t> ranks;
+  bool args = true;  // false: the args column holds empty strings (not copied)
 };
 
 // What a query met that it could not read: corrupt chunks are skipped, counted and named.
