@@ -2,6 +2,8 @@
 DistributedDataParallel training (gloo, CPU, WORLD ranks on this host, BUCKETS buckets a step)
 run in three ways, interleaved REPEAT times:
     plain   no trainprof at all (DDP's own C++ path)
+    pyhook  no trainprof, torch's own Python allreduce_hook registered (what any Python
+            communication hook costs: a Python call per bucket and a callback on gloo's thread)
     off     recorded by trainprof, DDP capture off (TRAINPROF_DDP_COLLECTIVES=0)
     on      recorded by trainprof with its communication hook on every bucket
 Each rank times its own steps (perf_counter around forward, backward and optimizer step) after
@@ -35,6 +37,9 @@ for _ in range(8):
     layers += [nn.Linear(128, 128), nn.ReLU()]
 model = nn.parallel.DistributedDataParallel(nn.Sequential(*layers, nn.Linear(128, 4)),
                                             bucket_cap_mb=0.07)  # about one bucket a layer
+if sys.argv[2] == "pyhook":  # torch's own Python allreduce hook: what any Python hook costs
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    model.register_comm_hook(None, default_hooks.allreduce_hook)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 g = torch.Generator().manual_seed(dist.get_rank())
 times = []
@@ -69,7 +74,7 @@ def run_mode(mode: str, script: Path, tmp: Path, steps: int, world: int) -> list
     for rank in range(world):
         env = dict(base, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(world),
                    RANK=str(rank), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1")
-        if mode != "plain":
+        if mode not in ("plain", "pyhook"):
             import trainprof
             from trainprof import _core
 
@@ -78,7 +83,7 @@ def run_mode(mode: str, script: Path, tmp: Path, steps: int, world: int) -> list
                 package_dir=str(Path(trainprof.__file__).resolve().parent), parent=env))
             if mode == "off":
                 env["TRAINPROF_DDP_COLLECTIVES"] = "0"
-        procs.append(subprocess.Popen([sys.executable, str(script), str(steps)], env=env,
+        procs.append(subprocess.Popen([sys.executable, str(script), str(steps), mode], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
     for p in procs:
@@ -101,21 +106,29 @@ def main() -> int:
         tmp = Path(d)
         script = tmp / "job.py"
         script.write_text(JOB)
-        medians = {"plain": [], "off": [], "on": []}
-        digests = set()
+        medians = {"plain": [], "pyhook": [], "off": [], "on": []}
+        digests, pyhook_digests = set(), set()
         for _ in range(a.repeat):
             for mode in medians:
                 outs = run_mode(mode, script, tmp, a.steps, a.world)
                 medians[mode].append(statistics.median(outs[0]["times"][a.warmup:]) * 1e3)
-                digests.add(tuple(o["digest"] for o in outs))
+                if mode == "pyhook":
+                    pyhook_digests.add(tuple(o["digest"] for o in outs))
+                else:
+                    digests.add(tuple(o["digest"] for o in outs))
                 buckets = outs[0]["buckets"] or buckets
+    pyhook_equal = pyhook_digests <= digests
     for mode, ms in medians.items():
         print(f"  {mode:5s} median step {statistics.median(ms):.3f} ms (repeats: "
               f"{', '.join(f'{m:.3f}' for m in ms)})")
     on, off = statistics.median(medians["on"]), statistics.median(medians["off"])
     print(f"DDP capture costs {(on - off) * 1e3:+.0f} us per step ({(on - off) / off * 100:+.1f} %), "
           f"{(on - off) * 1e3 / (buckets or 1):+.1f} us per bucket ({buckets} buckets, {a.world} gloo "
-          f"ranks); final parameters bitwise equal in every mode: {len(digests) == 1}")
+          f"ranks); final parameters bitwise equal with and without trainprof: {len(digests) == 1}")
+    pyhook, plain = statistics.median(medians["pyhook"]), statistics.median(medians["plain"])
+    print(f"torch's own Python allreduce_hook costs {(pyhook - plain) * 1e3:+.0f} us per step over "
+          f"DDP's C++ path; it divides (x / world) where DDP multiplies (x * (1 / world)): equal "
+          f"to DDP's parameters bitwise: {pyhook_equal}")
     return 0 if len(digests) == 1 else 1
 
 
