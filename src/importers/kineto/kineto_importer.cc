@@ -1,5 +1,7 @@
 #include "importers/kineto/kineto_importer.h"
 
+#include <sched.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -76,6 +78,14 @@ StatusOr<int64_t> FindBaseTimeInTail(const std::string& path, bool gzip, bool* f
   if (!json::ParseInt64(std::string_view(p, static_cast<size_t>(q - p)), &v)) return int64_t{0};
   *found = true;
   return v;
+}
+
+// CPUs this process may run on: with one, the reading thread would only add hand-overs.
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return CPU_COUNT(&set);
 }
 
 std::string SnakeCase(std::string_view s) {
@@ -641,8 +651,10 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
     FileImporter file(run, path, (*src)->gzip());
     StreamOptions stream_options;
     stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
-    auto streamed = options.parse_threads >= 2 ? StreamTraceParallel(**src, file, stream_options)
-                                               : StreamTrace(**src, file, stream_options);
+    const bool pipeline =
+        options.parse_threads >= 2 || (options.parse_threads == 0 && UsableCpus() >= 2);
+    auto streamed = pipeline ? StreamTraceParallel(**src, file, stream_options)
+                             : StreamTrace(**src, file, stream_options);
     if (!streamed.ok()) {
       failure = streamed.status();
       (void)file.Finish();  // keep what was read, with its counters

@@ -41,11 +41,12 @@ struct KinetoImportOptions {
   // The streamer's first read window (it grows for a larger element); tests make it tiny so
   // that events straddle every refill.
   size_t read_buffer_bytes = 1 << 20;
-  // the traces' file bytes, as read (called on the reading thread when parse_threads is 2)
+  // the traces' file bytes, as read (called on the reading thread when there is one)
   ProgressSink* progress = nullptr;
   // 2: a second thread reads and tokenizes the trace while this one stores it
-  // (kineto_parse_pipeline.h); 1: all on this thread. The stored run is the same.
-  int parse_threads = 2;
+  // (kineto_parse_pipeline.h); 1: all on this thread; 0: 2 when the process may use two CPUs
+  // or more, else 1. The stored run is the same.
+  int parse_threads = 0;
 };
 
 struct KinetoFileSummary {

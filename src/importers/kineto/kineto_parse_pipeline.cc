@@ -7,6 +7,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,14 +23,17 @@ struct Item {
   size_t name_at = 0, name_size = 0;
   bool name_in_arena = false;
   std::string_view text;  // kText: the element; kTopLevel: the member's value
-  std::string key;        // kTopLevel
+  size_t key = 0;         // kTopLevel: its name, in Batch::keys (Item stays trivial to drop)
 };
+
+static_assert(std::is_trivially_destructible_v<Item>);
 
 // The elements of one window, with the window their views point into.
 struct Batch {
   TextBuffer window;
   std::vector<Item> items;
   std::string arena;  // minified args and unescaped names, appended element after element
+  std::vector<std::string> keys;  // top-level member names
 
   // Points the parsed events' args and names into the arena, which no longer grows.
   void Seal() {
@@ -44,6 +48,7 @@ struct Batch {
   void Clear() {
     items.clear();
     arena.clear();
+    keys.clear();
   }
 };
 
@@ -192,7 +197,8 @@ class Recorder : public TraceSink {
 
   Status OnTopLevel(std::string_view key, std::string_view value) override {
     Item& it = NewItem(Item::Kind::kTopLevel);
-    it.key.assign(key);
+    it.key = batch_->keys.size();
+    batch_->keys.emplace_back(key);
     it.text = value;
     return OkStatus();
   }
@@ -256,14 +262,14 @@ class SerialAdapter : public TraceSink {
   std::string scratch_, args_;
 };
 
-Status Dispatch(const Item& it, ParsedEventSink& sink) {
+Status Dispatch(const Batch& b, const Item& it, ParsedEventSink& sink) {
   switch (it.kind) {
     case Item::Kind::kParsed:
       return sink.OnParsedEvent(it.event);
     case Item::Kind::kText:
       return sink.OnEvent(it.text);
     case Item::Kind::kTopLevel:
-      return sink.OnTopLevel(it.key, it.text);
+      return sink.OnTopLevel(b.keys[it.key], it.text);
   }
   return OkStatus();
 }
@@ -290,7 +296,7 @@ StatusOr<StreamResult> StreamTraceParallel(ByteSource& source, ParsedEventSink& 
   while (std::unique_ptr<Batch> batch = channel.Pop()) {
     if (refused.ok()) {
       for (const Item& it : batch->items) {
-        refused = Dispatch(it, sink);
+        refused = Dispatch(*batch, it, sink);
         if (!refused.ok()) {
           channel.Cancel();
           break;
