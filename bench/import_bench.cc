@@ -122,11 +122,11 @@ double GzipDcSeconds(const std::string& file, int repeat) {
 }
 
 // Imports `source` `repeat` times; the median wall seconds, or -1 on failure. With one_core,
-// this thread (and the reading and writing threads it starts) run on a single CPU: the import
-// as a 1-core machine would run it. parse_threads 1: the trace read and parsed on the importing
-// thread (no reading thread), as before the two-thread parse.
+// this thread (and the writing threads it starts) run on a single CPU: the import as a 1-core
+// machine would run it (the importer then parses on this thread). parse_threads 1: the trace
+// read and parsed on the importing thread on two cores too, as before the two-thread parse.
 double ImportWall(const std::string& source, const std::string& run, int repeat, bool one_core,
-                  int parse_threads = 2) {
+                  int parse_threads = 0) {
   cpu_set_t saved;
   CPU_ZERO(&saved);
   sched_getaffinity(0, sizeof saved, &saved);
