@@ -52,6 +52,7 @@ StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run) {
 }  // namespace
 
 Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
+  if (!options.scaling.empty()) return RunScaling(options, out);
   TP_ASSIGN_OR_RETURN(auto loaded, Load(options.run));
   Loaded& run = *loaded;
   if (run.ranks.empty()) {
@@ -169,6 +170,11 @@ void AddAnalyzeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_flag("--hta-compat", opts->hta_compat,
                 "HolisticTraceAnalysis 0.5.0's idle, temporal and kernel breakdowns and "
                 "overlap, computed as HTA computes them");
+  cmd->add_option("--scaling", opts->scaling,
+                  "Scaling efficiency instead: RUN and these runs of the same job at other world "
+                  "sizes, training steps/s per device against the run of fewest devices");
+  cmd->add_option("--warmup-steps", opts->warmup_steps,
+                  "--scaling: first training steps of each device left out (default 5)");
   cmd->callback([opts, action] { action->run = [opts] { return RunAnalyze(*opts, std::cout); }; });
 }
 

@@ -62,8 +62,13 @@ struct AnalyzeOptions {
   double kernel_wait_threshold_us = 30.0;
   int top = 10;
   bool hta_compat = false;
+  // --scaling RUN2 [RUN3...]: scaling efficiency of `run` and these (analyze/scaling), instead
+  // of the trace analyses.
+  std::vector<std::string> scaling;
+  int64_t warmup_steps = 5;
 };
 Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out);
+Status RunScaling(const AnalyzeOptions& options, std::ostream& out);  // scaling_command.cc
 
 struct RulesOptions {
   std::string run;
