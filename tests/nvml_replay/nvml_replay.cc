@@ -5,7 +5,8 @@
 // Each device answers the k-th call of a given function with its k-th recorded sample (the
 // last one once the list runs out): the collector calls each function at most once per GPU
 // per tick, so sample k is tick k (memory is also read once at init: its list starts one call
-// earlier). A key missing from a sample means NOT_SUPPORTED. A device with "lost_at": K
+// earlier); a device with "cycle": true starts its list over instead. A key missing from a
+// sample means NOT_SUPPORTED. A device with "lost_at": K
 // answers GPU_IS_LOST from the K-th call of each function on; "hang_ms" (with "hang_from": K)
 // makes the utilisation query sleep that long from its K-th call on (a wedged driver).
 
@@ -74,7 +75,11 @@ const json* Sample(Device* dev, const char* fn, int* ret) {
     *ret = kNotSupported;
     return nullptr;
   }
-  const json& s = samples[std::min<size_t>(static_cast<size_t>(k), samples.size() - 1)];
+  // "cycle": true starts the list over once it runs out (a long generated recording).
+  const size_t n = samples.size();
+  const json& s = spec.value("cycle", false)
+                      ? samples[static_cast<size_t>(k) % n]
+                      : samples[std::min<size_t>(static_cast<size_t>(k), n - 1)];
   *ret = kSuccess;
   return &s;
 }
