@@ -232,9 +232,17 @@ def test_recorded_run_report_reads_like_a_monitoring_ui(recorded_report, browser
     more = browser.find_element(By.CSS_SELECTOR, "#system details.more")
     assert more.get_attribute("open") is None
     more.find_element(By.TAG_NAME, "summary").click()
-    hidden = browser.execute_script("""
-        return Array.from(document.querySelectorAll('#system details.more div.chart')).map(
-          function (d) { return d.querySelectorAll('canvas').length; });""")
+    # The "toggle" event is dispatched asynchronously after the click: wait for it to draw.
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def drawn(driver):
+        counts = driver.execute_script("""
+            return Array.from(document.querySelectorAll('#system details.more div.chart')).map(
+              function (d) { return d.querySelectorAll('canvas').length; });""")
+        return counts if counts and all(n > 0 for n in counts) else False
+
+    hidden = WebDriverWait(browser, 10, poll_frequency=0.05).until(
+        drawn, message="charts under 'More metrics' were not drawn after opening it")
     assert hidden and all(n > 0 for n in hidden), hidden
     more.find_element(By.TAG_NAME, "summary").click()
     rules_end = browser.execute_script(
