@@ -1634,6 +1634,9 @@ def sync_main(argv: list[str]) -> int:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C stops the job; the recorder stops us
+    # The recorder starts us with SIGTERM blocked (src/cli/fleet_command.cc), so that one sent
+    # while this interpreter started is not lost: with the handler in place, let it in.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     last_error = ""
     while True:
         done = stop or not _alive(a.follow)

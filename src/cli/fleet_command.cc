@@ -29,20 +29,6 @@
 extern char** environ;
 
 namespace trainprof::cli {
-namespace {
-
-// PYTHONPATH with this installation's package first.
-void UsePackageOnPythonPath() {
-  const std::string package = FindPythonPackageDir();
-  if (package.empty()) return;
-  const std::string root = package.substr(0, package.rfind('/'));
-  const char* old = std::getenv("PYTHONPATH");
-  if (old != nullptr && std::string(old).rfind(root + ":", 0) == 0) return;
-  const std::string path = old != nullptr && *old ? root + ":" + old : root;
-  setenv("PYTHONPATH", path.c_str(), 1);
-}
-
-}  // namespace
 
 bool IsObjectStoreUrl(const std::string& path) { return path.find("://") != std::string::npos; }
 
@@ -60,7 +46,7 @@ StatusOr<std::shared_ptr<RunUpload>> StartRunUpload(const std::string& url) {
     return FailedPrecondition("--out " + url + ": the local copy " + upload->local +
                               " already holds a run; move it away first");
   }
-  UsePackageOnPythonPath();
+  PreparePythonHandOver();
   setenv("TRAINPROF_DISABLE", "1", 0);
   std::vector<std::string> argv = {
       FindPython(""), "-m", "trainprof.fleet", "sync",
@@ -80,9 +66,13 @@ StatusOr<std::shared_ptr<RunUpload>> StartRunUpload(const std::string& url) {
   envp.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
+  // SIGTERM (FinishRunUpload's "copy once more and exit") starts blocked: one sent while the
+  // uploader's interpreter is still starting stays pending until sync_main has its handler and
+  // unblocks it, instead of killing it before it copied anything.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  posix_spawnattr_setsigmask(&attr, &mask);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   int err = 0;
   pid_t pid = 0;
@@ -124,26 +114,15 @@ void FinishRunUpload(RunUpload& upload, std::ostream& out) {
 
 std::vector<std::string> FleetViewCommand(const std::string& verb) {
   const std::string python = FindPython("");
-  UsePackageOnPythonPath();
-  const std::string exe = platform::SelfExecutablePath();
-  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
+  PreparePythonHandOver();
   return {python, "-m", "trainprof.fleet", verb};
 }
 
 Status RunFleetHandOver(const std::string& verb, const std::vector<std::string>& args) {
-  const std::string python = FindPython("");
-  UsePackageOnPythonPath();
-  const std::string exe = platform::SelfExecutablePath();
-  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
   setenv("TRAINPROF_DISABLE", "1", 1);  // the fleet view is not a training job
-  std::vector<std::string> argv = {python, "-m", "trainprof.fleet", verb};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> c_argv;
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  execvp(c_argv[0], c_argv.data());
-  return NotFound("cannot run the Python interpreter '" + python + "' for " + verb + ": " +
-                  ErrnoMessage(errno) + " (set $TRAINPROF_PYTHON)");
+  std::vector<std::string> module_args = {verb};
+  module_args.insert(module_args.end(), args.begin(), args.end());
+  return ExecPythonModule("trainprof.fleet", module_args, verb);
 }
 
 void AddFleetCommand(CLI::App& app, CommandAction* /*action*/) {
