@@ -241,6 +241,34 @@ std::string FindPython(const std::string& option) {
   return "python3";
 }
 
+void PreparePythonHandOver() {
+  if (const std::string package = FindPythonPackageDir(); !package.empty()) {
+    const std::string root = package.substr(0, package.rfind('/'));
+    const char* old = std::getenv("PYTHONPATH");
+    if (old == nullptr || std::string(old).rfind(root + ":", 0) != 0) {
+      const std::string path = old != nullptr && *old ? root + ":" + old : root;
+      setenv("PYTHONPATH", path.c_str(), 1);
+    }
+  }
+  if (const std::string exe = platform::SelfExecutablePath(); !exe.empty()) {
+    setenv("TRAINPROF_BIN", exe.c_str(), 1);
+  }
+}
+
+Status ExecPythonModule(const std::string& module, const std::vector<std::string>& args,
+                        const std::string& what) {
+  const std::string python = FindPython("");
+  PreparePythonHandOver();
+  std::vector<std::string> argv = {python, "-m", module};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c_argv;
+  for (std::string& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  execvp(c_argv[0], c_argv.data());
+  return NotFound("cannot run the Python interpreter '" + python + "' for " + what + ": " +
+                  ErrnoMessage(errno) + " (set $TRAINPROF_PYTHON)");
+}
+
 StatusOr<CustomRulesOutcome> ParseCustomRulesOutput(const std::string& json_text) {
   const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("rules") || !j["rules"].is_array()) {

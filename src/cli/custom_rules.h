@@ -47,6 +47,16 @@ struct CustomRulesOutcome {
 std::string FindPython(const std::string& option);
 std::string FindPythonPackageDir();
 
+// Prepares this process's environment for a Python driver of this installation: the package's
+// parent first on PYTHONPATH (so `-m trainprof.X` imports this trainprof, not another one) and
+// TRAINPROF_BIN naming this executable. Idempotent.
+void PreparePythonHandOver();
+
+// Replaces this process with `python -m MODULE ARGS...` (after PreparePythonHandOver). Returns
+// only when the interpreter cannot be started, with an error naming `what` it was for.
+Status ExecPythonModule(const std::string& module, const std::vector<std::string>& args,
+                        const std::string& what);
+
 // Runs the custom rules on the run in `run_dir`. A rule that fails is an entry of `errors`;
 // the returned status is an error only when the runner could not run at all (no interpreter,
 // no trainprof package, an unreadable run, a bad --rule, a timeout).

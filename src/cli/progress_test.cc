@@ -39,7 +39,9 @@ std::string Drain(int fd) {
 
 TEST(TerminalProgressTest, DrawsThenClearsTheLine) {
   int p[2];
-  ASSERT_EQ(::pipe2(p, O_NONBLOCK), 0);
+  ASSERT_EQ(::pipe(p), 0);
+  ASSERT_EQ(::fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+  ASSERT_EQ(::fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
   {
     TerminalProgress progress(
         {.label = "import", .bytes = true, .fd = p[1], .show_after_ms = 0, .force = true});
@@ -60,7 +62,9 @@ TEST(TerminalProgressTest, DrawsThenClearsTheLine) {
 
 TEST(TerminalProgressTest, SilentWhenNotATerminalQuietOrShort) {
   int p[2];
-  ASSERT_EQ(::pipe2(p, O_NONBLOCK), 0);
+  ASSERT_EQ(::pipe(p), 0);
+  ASSERT_EQ(::fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+  ASSERT_EQ(::fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
   {
     TerminalProgress piped({.label = "import", .fd = p[1], .show_after_ms = 0});
     EXPECT_FALSE(piped.enabled());  // a pipe is not a terminal

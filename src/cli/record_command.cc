@@ -44,8 +44,9 @@ void AddRecordCommand(CLI::App& app, CommandAction* action) {
   cmd->add_flag("--no-gpu", opts->no_gpu, "Do not collect GPU metrics");
   cmd->add_flag("--no-auto", opts->no_auto,
                 "Do not instrument Python/PyTorch processes automatically");
-  cmd->add_option("--detail-steps", opts->detail_steps,
-                  "Operator-level profiling (PyTorch profiler) for these steps, e.g. 10-20");
+  cmd->add_option(
+      "--detail-steps", opts->detail_steps,
+      "Operator-level profiling (the PyTorch or TensorFlow profiler) for these steps, e.g. 10-20");
   cmd->add_option("--python-profile", opts->python_profile,
                   "cProfile Python functions for these steps, e.g. 10-12");
   cmd->add_option("--detail-time", opts->detail_time,

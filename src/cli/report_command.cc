@@ -35,25 +35,9 @@ Status RunTuneReport(const ReportOptions& options) {
                            " is a tune state directory: only --out applies (its results are "
                            "in tune.json already)");
   }
-  const std::string python = FindPython("");
-  const std::string package = FindPythonPackageDir();
-  if (!package.empty()) {
-    const std::string root = package.substr(0, package.rfind('/'));
-    const char* old = std::getenv("PYTHONPATH");
-    const std::string path = old != nullptr && *old ? root + ":" + old : root;
-    setenv("PYTHONPATH", path.c_str(), 1);
-  }
-  const std::string exe = platform::SelfExecutablePath();
-  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
-  std::vector<std::string> argv = {python, "-m", "trainprof._tune_results", "--report",
-                                   options.run};
-  if (!options.html_path.empty()) argv.push_back(options.html_path);
-  std::vector<char*> c_argv;
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  execvp(c_argv[0], c_argv.data());
-  return NotFound("cannot run the Python interpreter '" + python +
-                  "' for the tune table: " + ErrnoMessage(errno) + " (set $TRAINPROF_PYTHON)");
+  std::vector<std::string> args = {"--report", options.run};
+  if (!options.html_path.empty()) args.push_back(options.html_path);
+  return ExecPythonModule("trainprof._tune_results", args, "the tune table");
 }
 
 }  // namespace

@@ -23,25 +23,7 @@
 namespace trainprof::cli {
 
 Status RunTuneHandOver(const std::vector<std::string>& args) {
-  const std::string python = FindPython("");
-  const std::string package = FindPythonPackageDir();
-  if (!package.empty()) {
-    // The package's parent on PYTHONPATH: the driver imports this installation's trainprof.
-    const std::string root = package.substr(0, package.rfind('/'));
-    const char* old = std::getenv("PYTHONPATH");
-    const std::string path = old != nullptr && *old ? root + ":" + old : root;
-    setenv("PYTHONPATH", path.c_str(), 1);
-  }
-  const std::string exe = platform::SelfExecutablePath();
-  if (!exe.empty()) setenv("TRAINPROF_BIN", exe.c_str(), 1);
-  std::vector<std::string> argv = {python, "-m", "trainprof.tune"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> c_argv;
-  for (std::string& a : argv) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  execvp(c_argv[0], c_argv.data());
-  return NotFound("cannot run the Python interpreter '" + python +
-                  "' for tune: " + ErrnoMessage(errno) + " (set $TRAINPROF_PYTHON)");
+  return ExecPythonModule("trainprof.tune", args, "tune");
 }
 
 void AddTuneCommand(CLI::App& app, CommandAction* /*action*/) {
