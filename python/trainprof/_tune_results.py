@@ -374,6 +374,14 @@ def changed(knobs, settings: dict[str, str]) -> list[str]:
     return [f"{k.name}={settings[k.name]}" for k in knobs if settings[k.name] != k.baseline]
 
 
+def changed_as_run(knobs, settings: dict[str, str], canon) -> list[str]:
+    """What changed as the job saw it: a value of trainprof's own knob that the baseline shows
+    leaves the job as it is (e.g. channels_last on a model without 2-D convolutions) is no
+    change (canon: canonical_values)."""
+    return [f"{k.name}={settings[k.name]}" for k in knobs if settings[k.name] != k.baseline
+            and (k.kind != "own" or canon.get(k.name, {}).get(settings[k.name]) != DEFAULT)]
+
+
 def describe(knobs, settings: dict[str, str]) -> str:
     return ", ".join(changed(knobs, settings))
 
@@ -798,6 +806,8 @@ def summarize(spec, results: list[dict], price, *, elapsed_s: float, trials_s: f
         base = next((r for r in results if r.get("baseline")), None)
     canon = canonical_values(spec.knobs, base if base and base["status"] == "ok" else None)
     base_ok = base is not None and base["status"] == "ok"
+    for r in results:
+        r["changed"] = changed_as_run(spec.knobs, r["raw_settings"], canon)
     for r in results:
         r["speedup"] = (r["samples_per_second"] / base["samples_per_second"]
                         if base_ok and r["samples_per_second"] else None)

@@ -331,6 +331,25 @@ def test_model_knobs_inside_a_recorded_torch_job(tmp_path):
     assert obs["conv2d"] is False and obs["model"] == "Linear"
 
 
+def test_a_knob_that_does_not_apply_is_not_named_as_a_change():
+    from trainprof import _tune_results as TR
+    from trainprof import tune as T
+
+    o = T.parser().parse_args(["--try", "channels_last=1", "--try", "torch_threads=1",
+                               "--no-auto-knobs", "--", "python", "train.py"])
+    T._check_options(o)
+    knobs = T.build_spec(o).knobs
+    settings = {k.name: k.baseline for k in knobs} | {"channels_last": "1", "torch_threads": "1"}
+    assert TR.changed(knobs, settings) == ["channels_last=1", "torch_threads=1"]
+    # the baseline saw no 2-D convolution (channels_last cannot apply) and ran with 4 threads
+    base = {"observed": {"conv2d": False, "dataloader": False, "torch_threads": 4}}
+    canon = TR.canonical_values(knobs, base)
+    assert TR.changed_as_run(knobs, settings, canon) == ["torch_threads=1"]
+    # with a convolution both are changes
+    canon = TR.canonical_values(knobs, {"observed": {"conv2d": True, "torch_threads": 4}})
+    assert TR.changed_as_run(knobs, settings, canon) == ["channels_last=1", "torch_threads=1"]
+
+
 def test_compile_knob_wraps_the_model(tmp_path):
     got, run, err = _run_model_job(tmp_path, "c", "linear", compile="default")
     from trainprof import _tune_results as TR
