@@ -369,6 +369,28 @@ def test_export_parquet_read_by_duckdb(fleet, tmp_path):
             p["cost_usd"] for n in c["nodes"] for p in n["phases"]), rel=1e-9)
     assert q("steps", "select count(*) from T")[0][0] > 0
     assert q("events", "select count(*) from T")[0][0] > 1000
+    # The DuckDB queries docs/fleet.md shows (read from the docs, as bench/spark_sql.py reads
+    # them for its Spark comparison) run on this export; the spend per phase they give is the
+    # sum of `trainprof cost`'s phases over the runs.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("spark_sql", REPO / "bench" / "spark_sql.py")
+    spark_sql = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(spark_sql)
+    duck, _ = spark_sql.docs_queries(REPO / "docs" / "fleet.md")
+    answers = [con.execute(stmt.replace("'out/", f"'{out}/")).fetchall()
+               for stmt in duck if spark_sql.is_select(stmt)]
+    assert len(answers) == 4 and all(answers), answers
+    phases = {}
+    for d in chosen:
+        p = cli("cost", d, "--json", check=False)
+        if p.returncode != 0:
+            p = cli("cost", d, "--json", "--instance-type", UNLABELLED_TYPE)
+        for n in json.loads(p.stdout)["nodes"]:
+            for ph in n["phases"]:
+                phases.setdefault(ph["phase"], []).append(ph["cost_usd"])
+    by_phase = dict(next(a for a in answers if {r[0] for r in a} <= set(phases) | {None}))
+    assert by_phase == {k: pytest.approx(math.fsum(v), rel=1e-9) for k, v in phases.items()}
     assert q("findings", "select count(*) from T")[0][0] > 0
     assert q("metrics", "select count(distinct run) from T")[0][0] >= 2
 
@@ -531,7 +553,7 @@ def test_record_uploads_as_it_goes(s3_server, tmp_path):
                        cwd=tmp_path, env=down, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "upload to s3://fleet/recorded/rec2 failed" in p.stderr, p.stderr
-    assert "cannot reach the object store" in p.stderr
+    assert "cannot reach the object store" in p.stderr, p.stderr
     assert len(trainprof.open(str(tmp_path / "trainprof-runs" / "rec2")).system_metrics()) > 0
 
 
