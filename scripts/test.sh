@@ -83,4 +83,4 @@ if [[ -n $portable_pid ]]; then
 fi
 
 echo; echo "== Python tests"
-python -m pytest tests/python -q
+python -m pytest tests/python -q --durations=15  # the slowest 15 listed: the command must stay under 30 minutes
