@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "base/files.h"
+#include "base/parallel.h"
 #include "base/platform.h"
 #include "model/data_quality.h"
 #include "store/run_directory.h"
@@ -103,12 +104,116 @@ void RunReader::NoteProblems(const ReadProblems& p) {
   }
 }
 
+namespace {
+
+// Codes in `to` of every value of `from`, in `from`'s order: coding them in that order adds the
+// new ones to `to` in the order a sequential read of the same store would have met them.
+std::vector<int32_t> Recode(const Dictionary& from, Dictionary* to) {
+  std::vector<int32_t> codes;
+  codes.reserve(from.values().size());
+  for (const std::string& v : from.values()) codes.push_back(to->Code(v));
+  return codes;
+}
+
+void AppendCodes(std::vector<int32_t>* to, const std::vector<int32_t>& from,
+                 const std::vector<int32_t>& codes) {
+  to->reserve(to->size() + from.size());
+  for (int32_t c : from) to->push_back(codes[static_cast<size_t>(c)]);
+}
+
+template <typename T>
+void AppendColumn(std::vector<T>* to, std::vector<T>&& from) {
+  if (to->empty()) {
+    *to = std::move(from);
+    return;
+  }
+  to->insert(to->end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+}
+
+// Appends `part` (one store's rows) to `out` as if that store had been read into `out`.
+void Append(MetricTable&& part, MetricTable* out) {
+  const auto nodes = Recode(part.nodes, &out->nodes);
+  const auto metrics = Recode(part.metrics, &out->metrics);
+  const auto devices = Recode(part.devices, &out->devices);
+  AppendCodes(&out->node, part.node, nodes);
+  AppendCodes(&out->metric, part.metric, metrics);
+  AppendCodes(&out->device, part.device, devices);
+  AppendColumn(&out->timestamp_ns, std::move(part.timestamp_ns));
+  AppendColumn(&out->value, std::move(part.value));
+}
+
+void Append(EventTable&& part, EventTable* out) {
+  const auto nodes = Recode(part.nodes, &out->nodes);
+  const auto names = Recode(part.names, &out->names);
+  const auto categories = Recode(part.categories, &out->categories);
+  const auto modes = Recode(part.modes, &out->modes);
+  AppendCodes(&out->node, part.node, nodes);
+  AppendCodes(&out->name, part.name, names);
+  AppendCodes(&out->category, part.category, categories);
+  AppendCodes(&out->mode, part.mode, modes);
+  AppendColumn(&out->kind, std::move(part.kind));
+  AppendColumn(&out->rank, std::move(part.rank));
+  AppendColumn(&out->pid, std::move(part.pid));
+  AppendColumn(&out->tid, std::move(part.tid));
+  AppendColumn(&out->step, std::move(part.step));
+  AppendColumn(&out->start_ns, std::move(part.start_ns));
+  AppendColumn(&out->duration_ns, std::move(part.duration_ns));
+  AppendColumn(&out->args, std::move(part.args));
+}
+
+void Merge(const ReadProblems& part, ReadProblems* out) {
+  out->corrupt_chunks += part.corrupt_chunks;
+  for (const std::string& m : part.messages) {
+    if (out->messages.size() < 10) out->messages.push_back(m);
+  }
+}
+
+}  // namespace
+
+std::vector<NodeStoreReader*> RunReader::SelectedStores(const std::vector<std::string>& nodes) {
+  std::vector<NodeStoreReader*> out;
+  for (auto& [path, node] : nodes_) {
+    if (nodes.empty() || std::find(nodes.begin(), nodes.end(), node->node()) != nodes.end()) {
+      out.push_back(node.get());
+    }
+  }
+  return out;
+}
+
+template <typename Table, typename ReadFn>
+std::vector<Table> RunReader::ReadEachStore(const std::vector<NodeStoreReader*>& stores,
+                                            ReadProblems* problems, const ReadFn& read) {
+  // One store per unit: a store (its SQLite connection, its string cache) is only ever used by
+  // one thread at a time. Problems are merged in store order, as a sequential read adds them.
+  std::vector<Table> parts(stores.size());
+  std::vector<ReadProblems> part_problems(stores.size());
+  std::vector<Status> status(stores.size());
+  ParallelFor(stores.size(),
+              [&](size_t i) { status[i] = read(*stores[i], &parts[i], &part_problems[i]); });
+  for (size_t i = 0; i < stores.size(); ++i) {
+    Merge(part_problems[i], problems);
+    if (!status[i].ok()) problems->Add(status[i].message());
+  }
+  return parts;
+}
+
 StatusOr<MetricTable> RunReader::SystemMetrics(const MetricQuery& query) {
   MetricTable out;
   ReadProblems problems;
-  for (auto& [name, node] : nodes_) {
-    Status s = node->ReadMetrics(query, &out, &problems);
-    if (!s.ok()) problems.Add(s.message());
+  const std::vector<NodeStoreReader*> stores = SelectedStores(query.nodes);
+  if (stores.size() <= 1) {
+    for (NodeStoreReader* node : stores) {
+      Status s = node->ReadMetrics(query, &out, &problems);
+      if (!s.ok()) problems.Add(s.message());
+    }
+  } else {
+    // Stores are read in parallel, each into its own table, then appended in store order: the
+    // same rows, codes and order as reading them one after the other.
+    auto parts = ReadEachStore<MetricTable>(
+        stores, &problems, [&](NodeStoreReader& node, MetricTable* part, ReadProblems* p) {
+          return node.ReadMetrics(query, part, p);
+        });
+    for (MetricTable& part : parts) Append(std::move(part), &out);
   }
   NoteProblems(problems);
   return out;
@@ -153,12 +258,39 @@ void SortByStart(EventTable* t) {
 StatusOr<EventTable> RunReader::Events(const EventQuery& query) {
   EventTable out;
   ReadProblems problems;
-  for (auto& [name, node] : nodes_) {
-    Status s = node->ReadEvents(query, &out, &problems);
-    if (!s.ok()) problems.Add(s.message());
+  const std::vector<NodeStoreReader*> stores = SelectedStores(query.nodes);
+  if (stores.size() <= 1) {
+    for (NodeStoreReader* node : stores) {
+      Status s = node->ReadEvents(query, &out, &problems);
+      if (!s.ok()) problems.Add(s.message());
+    }
+  } else {
+    auto parts = ReadEachStore<EventTable>(
+        stores, &problems, [&](NodeStoreReader& node, EventTable* part, ReadProblems* p) {
+          return node.ReadEvents(query, part, p);
+        });
+    for (EventTable& part : parts) Append(std::move(part), &out);
   }
   NoteProblems(problems);
   SortByStart(&out);
+  return out;
+}
+
+StatusOr<std::vector<StoreEvents>> RunReader::EventsByStore(const EventQuery& query) {
+  ReadProblems problems;
+  const std::vector<NodeStoreReader*> stores = SelectedStores(query.nodes);
+  auto parts = ReadEachStore<EventTable>(
+      stores, &problems, [&](NodeStoreReader& node, EventTable* part, ReadProblems* p) {
+        Status s = node.ReadEvents(query, part, p);
+        SortByStart(part);  // on the worker: each store's rows in the order Events() keeps them
+        return s;
+      });
+  NoteProblems(problems);
+  std::vector<StoreEvents> out(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    out[i].node = stores[i]->node();
+    out[i].events = std::move(parts[i]);
+  }
   return out;
 }
 

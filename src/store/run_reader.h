@@ -2,7 +2,9 @@
 // Reads a whole run: its metadata and every node's store, merged. Nodes that cannot be opened
 // are listed in problems() with the reason; the others stay readable. Tables from several
 // nodes carry the node in their `node` column.
-// Threads: one RunReader per thread.
+// Threads: one RunReader per thread. Reads of several stores (SystemMetrics, Events,
+// EventsByStore) run each store on a small thread pool inside the call (base/parallel.h), one
+// thread per store at a time, and return what a sequential read returns.
 
 #include <array>
 #include <map>
@@ -35,6 +37,12 @@ struct ChunkCursor {
 };
 using EventCursor = ChunkCursor;
 
+// One store file's events (RunReader::EventsByStore).
+struct StoreEvents {
+  std::string node;
+  EventTable events;  // in start-time order
+};
+
 class RunReader {
  public:
   static StatusOr<std::unique_ptr<RunReader>> Open(const std::string& run_dir);
@@ -53,6 +61,10 @@ class RunReader {
   StatusOr<MetricTable> SystemMetrics(const MetricQuery& query);
   // In start-time order over all nodes; events that start together keep the order stored.
   StatusOr<EventTable> Events(const EventQuery& query);
+  // The same events, one table per store file (in path order, each in start-time order):
+  // Events() is these tables appended and ordered by start, the order within a store kept.
+  // For work that splits by store (a node's ranks), without merging dictionaries first.
+  StatusOr<std::vector<StoreEvents>> EventsByStore(const EventQuery& query);
   // Samples written since `cursor` (updated) inside the query's window, each once.
   // Both refresh first (new node stores) unless `refresh` is false.
   StatusOr<MetricTable> SystemMetricsSince(ChunkCursor* cursor, const MetricQuery& query = {},
@@ -77,6 +89,13 @@ class RunReader {
  private:
   explicit RunReader(std::string dir) : dir_(std::move(dir)) {}
   void NoteProblems(const ReadProblems& p);
+  // The stores whose node `nodes` selects (empty: all), in path order.
+  std::vector<NodeStoreReader*> SelectedStores(const std::vector<std::string>& nodes);
+  // Reads each store into its own table on a small thread pool (base/parallel.h):
+  // `read(store, table, problems)`; the problems merged in store order into `problems`.
+  template <typename Table, typename ReadFn>
+  std::vector<Table> ReadEachStore(const std::vector<NodeStoreReader*>& stores,
+                                   ReadProblems* problems, const ReadFn& read);
   // Reads each store from its cursor position (`read(node, store path, out, problems,
   // after_chunk_id, &max_chunk_id)`) and moves the cursor.
   template <typename Table, typename ReadFn>

@@ -300,6 +300,108 @@ TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {
   EXPECT_EQ(metrics->size(), 10u);
 }
 
+// Nodes whose series and event names differ and first appear in different orders: several
+// stores are read in parallel (each into its own table) and appended. The result must be what
+// reading the stores one after the other gives: each store alone (a one-store read, the
+// sequential code) appended in store order, dictionaries coded in first-seen order.
+TEST(RunReaderTest, ParallelReadOfSeveralStoresEqualsTheSequentialRead) {
+  std::string dir = MakeTempDir("trainprof_run");
+  model::RunMetadata m;
+  m.run_id = "r1";
+  m.start_ns = kT0;
+  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::vector<std::string> nodes;
+  for (int k = 1; k <= 5; ++k) {
+    nodes.push_back("node-" + std::to_string(k));
+    auto w = OpenNodeWriter(dir, TestNode(nodes.back()));
+    ASSERT_TRUE(w.ok());
+    SeriesId own = (*w)->Series("metric_" + std::to_string(6 - k), "dev" + std::to_string(k));
+    SeriesId common = (*w)->Series("cpu_utilization_ratio", "total");
+    for (int i = 0; i < 20; ++i) {
+      (*w)->Append(own, kT0 + i * 500 * kMs, k + i * 0.01);
+      (*w)->Append(common, kT0 + i * 500 * kMs + k, 0.1 * k);
+    }
+    for (int i = 0; i < 30; ++i) {
+      model::Event e = Span(i % 2 ? "cat_" + std::to_string(k) : "step", i, kT0 + i * kMs, kMs, k,
+                            k % 2 ? "train" : "eval");
+      e.name = "name_" + std::to_string((i + k) % 4);
+      e.args = "{\"i\":" + std::to_string(i) + "}";
+      (*w)->AppendEvent(e);
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  // The sequential expectation, one store at a time.
+  MetricTable want_m;
+  EventTable want_e;
+  for (const std::string& node : nodes) {
+    MetricQuery mq;
+    mq.nodes = {node};
+    auto part = (*r)->SystemMetrics(mq);
+    ASSERT_TRUE(part.ok());
+    for (size_t i = 0; i < part->size(); ++i) {
+      want_m.node.push_back(want_m.nodes.Code(part->nodes.at(part->node[i])));
+      want_m.metric.push_back(want_m.metrics.Code(part->metrics.at(part->metric[i])));
+      want_m.device.push_back(want_m.devices.Code(part->devices.at(part->device[i])));
+      want_m.timestamp_ns.push_back(part->timestamp_ns[i]);
+      want_m.value.push_back(part->value[i]);
+    }
+  }
+  auto got_m = (*r)->SystemMetrics({});
+  ASSERT_TRUE(got_m.ok());
+  EXPECT_EQ(got_m->nodes.values(), want_m.nodes.values());
+  EXPECT_EQ(got_m->metrics.values(), want_m.metrics.values());
+  EXPECT_EQ(got_m->devices.values(), want_m.devices.values());
+  EXPECT_EQ(got_m->node, want_m.node);
+  EXPECT_EQ(got_m->metric, want_m.metric);
+  EXPECT_EQ(got_m->device, want_m.device);
+  EXPECT_EQ(got_m->timestamp_ns, want_m.timestamp_ns);
+  EXPECT_EQ(got_m->value, want_m.value);
+  EXPECT_EQ(got_m->size(), 5u * 40u);
+
+  // Events: the merged table holds every store's rows by start time, a store's own order kept;
+  // EventsByStore holds the same rows per store.
+  auto got_e = (*r)->Events({});
+  auto by_store = (*r)->EventsByStore({});
+  ASSERT_TRUE(got_e.ok());
+  ASSERT_TRUE(by_store.ok());
+  ASSERT_EQ(by_store->size(), nodes.size());
+  ASSERT_EQ(got_e->size(), 5u * 30u);
+  EXPECT_TRUE(std::is_sorted(got_e->start_ns.begin(), got_e->start_ns.end()));
+  std::map<std::string, std::vector<std::string>> merged_rows;
+  for (size_t i = 0; i < got_e->size(); ++i) {
+    merged_rows[got_e->nodes.at(got_e->node[i])].push_back(
+        got_e->names.at(got_e->name[i]) + "|" + got_e->categories.at(got_e->category[i]) + "|" +
+        got_e->modes.at(got_e->mode[i]) + "|" + std::to_string(got_e->start_ns[i]) + "|" +
+        std::to_string(got_e->rank[i]) + "|" + got_e->args[i]);
+  }
+  for (size_t s = 0; s < nodes.size(); ++s) {
+    const StoreEvents& part = (*by_store)[s];
+    EXPECT_EQ(part.node, nodes[s]);
+    std::vector<std::string> rows;
+    for (size_t i = 0; i < part.events.size(); ++i) {
+      rows.push_back(part.events.names.at(part.events.name[i]) + "|" +
+                     part.events.categories.at(part.events.category[i]) + "|" +
+                     part.events.modes.at(part.events.mode[i]) + "|" +
+                     std::to_string(part.events.start_ns[i]) + "|" +
+                     std::to_string(part.events.rank[i]) + "|" + part.events.args[i]);
+    }
+    EXPECT_EQ(rows.size(), 30u);
+    EXPECT_EQ(rows, merged_rows[nodes[s]]) << nodes[s];
+  }
+  // First-seen order of the merged dictionaries: store by store.
+  std::vector<std::string> want_categories;
+  for (const StoreEvents& part : *by_store) {
+    for (const std::string& c : part.events.categories.values()) {
+      if (std::find(want_categories.begin(), want_categories.end(), c) == want_categories.end()) {
+        want_categories.push_back(c);
+      }
+    }
+  }
+  EXPECT_EQ(got_e->categories.values(), want_categories);
+}
+
 TEST(RunReaderTest, MissingRunJsonIsAProblemNotAFailure) {
   std::string dir = MakeTwoNodeRun();
   ASSERT_EQ(std::remove(RunJsonPath(dir).c_str()), 0);
