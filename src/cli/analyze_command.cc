@@ -1,9 +1,11 @@
 // `trainprof analyze RUN [--json] [--diff BASE_RUN]`: trace analyses per rank.
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "analyze/advice/rank_advice.h"
@@ -11,6 +13,7 @@
 #include "analyze/trace/hta_compat.h"
 #include "analyze/trace/rank_trace.h"
 #include "analyze/trace/trace_analysis.h"
+#include "base/parallel.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -36,16 +39,74 @@ std::string Pct(double v) {
 
 struct Loaded {
   std::unique_ptr<store::RunReader> reader;
-  store::EventTable events;
+  store::EventTable events;  // the merged table (--hta-compat, or ranks across stores)
+  // Per store (the usual path): the rank traces point into these tables' dictionaries; their
+  // columns are freed once split.
+  std::vector<store::StoreEvents> stores;
   std::vector<tr::RankTrace> ranks;
 };
 
-// Heap-allocated: the rank traces point into the event table's dictionaries.
-StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run) {
-  auto l = std::make_unique<Loaded>();
-  TP_ASSIGN_OR_RETURN(l->reader, store::RunReader::Open(run));
+// The merged read: every store's events in one table, split by rank.
+Status LoadMerged(Loaded* l) {
+  l->stores.clear();
   TP_ASSIGN_OR_RETURN(l->events, l->reader->Events({}));
   l->ranks = tr::SplitByRank(l->events);
+  return OkStatus();
+}
+
+// Drops an event table's rows, keeping its dictionaries (rank traces name events by code).
+void FreeRows(store::EventTable* t) {
+  store::EventTable rows;
+  std::swap(rows.node, t->node);
+  std::swap(rows.name, t->name);
+  std::swap(rows.category, t->category);
+  std::swap(rows.mode, t->mode);
+  std::swap(rows.kind, t->kind);
+  std::swap(rows.rank, t->rank);
+  std::swap(rows.pid, t->pid);
+  std::swap(rows.tid, t->tid);
+  std::swap(rows.step, t->step);
+  std::swap(rows.start_ns, t->start_ns);
+  std::swap(rows.duration_ns, t->duration_ns);
+  std::swap(rows.args, t->args);
+}
+
+// Heap-allocated: the rank traces point into the event tables' dictionaries.
+// Usually each store is read and split into its ranks on a small thread pool (a node's ranks
+// are in its own store): the same traces as splitting the merged table, since a rank's events
+// keep their order. When a rank (or a node without ranks) has events in several stores, or with
+// --hta-compat (which reads the merged table), the merged table is read instead.
+StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run, bool merged) {
+  auto l = std::make_unique<Loaded>();
+  TP_ASSIGN_OR_RETURN(l->reader, store::RunReader::Open(run));
+  if (merged) {
+    TP_RETURN_IF_ERROR(LoadMerged(l.get()));
+    return l;
+  }
+  TP_ASSIGN_OR_RETURN(l->stores, l->reader->EventsByStore({}));
+  std::vector<std::vector<tr::RankTrace>> split(l->stores.size());
+  ParallelFor(l->stores.size(), [&](size_t i) {
+    split[i] = tr::SplitByRank(l->stores[i].events);
+    FreeRows(&l->stores[i].events);
+  });
+  // SplitByRank's order: by (rank, node when the rank is unknown).
+  using Key = std::pair<int64_t, std::string>;
+  std::vector<std::pair<Key, tr::RankTrace*>> keyed;
+  for (auto& traces : split) {
+    for (tr::RankTrace& t : traces) {
+      keyed.push_back({{t.rank, t.rank >= 0 ? std::string() : t.node}, &t});
+    }
+  }
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 1; i < keyed.size(); ++i) {
+    if (keyed[i].first == keyed[i - 1].first) {
+      TP_RETURN_IF_ERROR(LoadMerged(l.get()));
+      return l;
+    }
+  }
+  l->ranks.reserve(keyed.size());
+  for (auto& [key, t] : keyed) l->ranks.push_back(std::move(*t));
   return l;
 }
 
@@ -53,7 +114,7 @@ StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run) {
 
 Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
   if (!options.scaling.empty()) return RunScaling(options, out);
-  TP_ASSIGN_OR_RETURN(auto loaded, Load(options.run));
+  TP_ASSIGN_OR_RETURN(auto loaded, Load(options.run, options.hta_compat));
   Loaded& run = *loaded;
   if (run.ranks.empty()) {
     return FailedPrecondition(options.run +
@@ -64,8 +125,9 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
   o.kernel_wait_threshold_ns = static_cast<int64_t>(options.kernel_wait_threshold_us * 1000.0);
   o.hta_count_sync_as_busy = options.hta_compat;
   o.top_n = static_cast<size_t>(options.top);
-  std::vector<tr::RankAnalysis> results;
-  for (const tr::RankTrace& t : run.ranks) results.push_back(tr::AnalyzeRank(t, o));
+  // Ranks are independent: analysed on a small thread pool, kept in rank order.
+  std::vector<tr::RankAnalysis> results(run.ranks.size());
+  ParallelFor(run.ranks.size(), [&](size_t i) { results[i] = tr::AnalyzeRank(run.ranks[i], o); });
   // --hta-compat: HTA 0.5.0's own definitions for its figures (docs/trace-analysis.md).
   std::optional<tr::HtaResult> hta;
   if (options.hta_compat) {
@@ -83,13 +145,16 @@ Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
   std::vector<tr::DiffEntry> diff;
   bool has_diff = !options.diff_base.empty();
   if (has_diff) {
-    TP_ASSIGN_OR_RETURN(auto base, Load(options.diff_base));
+    TP_ASSIGN_OR_RETURN(auto base, Load(options.diff_base, /*merged=*/false));
     diff = tr::DiffTraces(base->ranks, run.ranks, o.top_n);
   }
   if (options.json) {
-    out << advice::MergeIntoJson(tr::AnalysisToJson(results, stragglers, has_diff ? &diff : nullptr,
-                                                    hta ? &hta->kernel_types : nullptr),
-                                 summaries)
+    out << tr::AnalysisToJson(results, stragglers, has_diff ? &diff : nullptr,
+                              hta ? &hta->kernel_types : nullptr,
+                              [&](size_t i, nlohmann::json* rank) {
+                                if (i < summaries.size())
+                                  advice::AddSummaryJson(summaries[i], rank);
+                              })
         << "\n";
     return OkStatus();
   }

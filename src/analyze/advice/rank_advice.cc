@@ -508,16 +508,9 @@ void ApplyToAnalyses(const std::vector<RankSummary>& summaries,
   }
 }
 
-std::string MergeIntoJson(const std::string& analysis_json,
-                          const std::vector<RankSummary>& summaries) {
-  json doc = json::parse(analysis_json, nullptr, false);
-  if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) {
-    return analysis_json;
-  }
-  json& ranks = doc["ranks"];
-  for (size_t i = 0; i < summaries.size() && i < ranks.size(); ++i) {
-    const RankSummary& s = summaries[i];
-    json& r = ranks[i];
+void AddSummaryJson(const RankSummary& s, json* rank) {
+  json& r = *rank;
+  {
     r["steps_total"] = s.steps_total;
     r["steps_with_operators"] = s.steps_with_operators;
     if (s.phase_average) {
@@ -548,6 +541,18 @@ std::string MergeIntoJson(const std::string& analysis_json,
       adv.push_back({{"id", x.id}, {"text", x.text}, {"evidence", x.evidence}});
     }
     r["advice"] = adv;
+  }
+}
+
+std::string MergeIntoJson(const std::string& analysis_json,
+                          const std::vector<RankSummary>& summaries) {
+  json doc = json::parse(analysis_json, nullptr, false);
+  if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) {
+    return analysis_json;
+  }
+  json& ranks = doc["ranks"];
+  for (size_t i = 0; i < summaries.size() && i < ranks.size(); ++i) {
+    AddSummaryJson(summaries[i], &ranks[i]);
   }
   return DumpJson(doc, 2);
 }

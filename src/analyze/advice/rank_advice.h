@@ -94,8 +94,12 @@ StatusOr<std::vector<RankSummary>> SummarizeRun(store::RunReader& reader,
 void ApplyToAnalyses(const std::vector<RankSummary>& summaries,
                      std::vector<trace::RankAnalysis>* analyses);
 
-// Adds, per rank of the analyze JSON document, "steps_total", "steps_with_operators",
-// "phase_average", "machine" and "advice" ({id, text, evidence}).
+// Adds to one rank's object of the analyze JSON document "steps_total",
+// "steps_with_operators", "phase_average", "machine" and "advice" ({id, text, evidence}).
+void AddSummaryJson(const RankSummary& summary, nlohmann::json* rank);
+
+// The same for every rank of a printed document (parsed and printed again; `analyze` passes
+// AddSummaryJson to trace::AnalysisToJson instead).
 std::string MergeIntoJson(const std::string& analysis_json,
                           const std::vector<RankSummary>& summaries);
 

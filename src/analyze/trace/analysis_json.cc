@@ -1,7 +1,11 @@
 #include "analyze/trace/analysis_json.h"
-#include "base/json_dump.h"
 
 #include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "base/check.h"
+#include "base/json_dump.h"
+#include "base/parallel.h"
 
 namespace trainprof::analyze::trace {
 namespace {
@@ -42,69 +46,102 @@ json Step(const StepBreakdown& b) {
   return j;
 }
 
+json RankToJson(const RankAnalysis& r) {
+  json j;
+  j["rank"] = r.rank >= 0 ? json(r.rank) : json(nullptr);
+  j["label"] = r.label;
+  j["node"] = r.node;
+  j["gpu_activities"] = r.gpu_activities;
+  j["cpu_spans"] = r.cpu_spans;
+  if (r.temporal) {
+    const Temporal& t = *r.temporal;
+    j["temporal"] = {{"idle_us", Us(t.idle_ns)},
+                     {"compute_us", Us(t.compute_ns)},
+                     {"non_compute_us", Us(t.non_compute_ns)},
+                     {"kernel_us", Us(t.kernel_ns)},
+                     {"idle_pct", t.idle_pct},
+                     {"compute_pct", t.compute_pct},
+                     {"non_compute_pct", t.non_compute_pct}};
+  } else {
+    j["temporal"] = nullptr;
+  }
+  json kt = json::array();
+  for (const auto& k : r.kernel_types) {
+    kt.push_back({{"type", k.type}, {"time_us", Us(k.time_ns)}, {"pct", k.pct}});
+  }
+  j["kernel_types"] = kt;
+  json idle = json::array();
+  for (const auto& e : r.idle) {
+    idle.push_back({{"device", e.device},
+                    {"stream", e.stream},
+                    {"category", e.category},
+                    {"time_us", Us(e.time_ns)},
+                    {"ratio", e.ratio},
+                    {"gaps", e.gaps}});
+  }
+  j["idle"] = idle;
+  j["comm_comp_overlap_pct"] =
+      r.comm_comp_overlap_pct ? json(*r.comm_comp_overlap_pct) : json(nullptr);
+  const LaunchStats& l = r.launch;
+  j["kernel_launch_stats"] = {{"kernels", l.kernels},
+                              {"correlated", l.correlated},
+                              {"launch_delay_p50_us", Us(l.launch_delay_p50_ns)},
+                              {"launch_delay_p90_us", Us(l.launch_delay_p90_ns)},
+                              {"launch_delay_max_us", Us(l.launch_delay_max_ns)},
+                              {"short_kernels", l.short_kernels},
+                              {"runtime_outliers", l.runtime_outliers},
+                              {"launch_delay_outliers", l.launch_delay_outliers}};
+  j["top_kernels"] = Totals(r.top_kernels);
+  j["top_cpu_ops"] = Totals(r.top_cpu_ops);
+  json steps = json::array();
+  for (const auto& s : r.steps) steps.push_back(Step(s));
+  j["steps"] = steps;
+  j["step_average"] = r.step_average ? Step(*r.step_average) : json(nullptr);
+  j["recommendations"] = r.recommendations;
+  return j;
+}
+
+// The ranks array as nlohmann prints it as the value of a top-level key with indent 2: each
+// rank dumped on its own (in parallel) and indented by four more spaces. A raw newline never
+// occurs inside a printed string (it is escaped), so every newline is the printer's own.
+std::string RanksText(const std::vector<RankAnalysis>& ranks, const RankJsonExtra& extra) {
+  if (ranks.empty()) return "[]";
+  std::vector<std::string> texts(ranks.size());
+  ParallelFor(ranks.size(), [&](size_t i) {
+    json j = RankToJson(ranks[i]);
+    if (extra) extra(i, &j);
+    const std::string dumped = DumpJson(j, 2);
+    std::string& t = texts[i];
+    t.reserve(dumped.size() + dumped.size() / 8);
+    for (char c : dumped) {
+      t.push_back(c);
+      if (c == '\n') t.append(4, ' ');
+    }
+  });
+  size_t size = 8;
+  for (const std::string& t : texts) size += t.size() + 6;
+  std::string out;
+  out.reserve(size);
+  out += "[\n";
+  for (size_t i = 0; i < texts.size(); ++i) {
+    out += "    ";
+    out += texts[i];
+    out += i + 1 < texts.size() ? ",\n" : "\n";
+  }
+  out += "  ]";
+  return out;
+}
+
 }  // namespace
 
 std::string AnalysisToJson(const std::vector<RankAnalysis>& ranks,
                            const std::vector<Straggler>& stragglers,
                            const std::vector<DiffEntry>* diff,
-                           const std::vector<KernelTypeTime>* all_kernel_types) {
+                           const std::vector<KernelTypeTime>* all_kernel_types,
+                           const RankJsonExtra& extra) {
   json doc;
-  json rs = json::array();
-  for (const RankAnalysis& r : ranks) {
-    json j;
-    j["rank"] = r.rank >= 0 ? json(r.rank) : json(nullptr);
-    j["label"] = r.label;
-    j["node"] = r.node;
-    j["gpu_activities"] = r.gpu_activities;
-    j["cpu_spans"] = r.cpu_spans;
-    if (r.temporal) {
-      const Temporal& t = *r.temporal;
-      j["temporal"] = {{"idle_us", Us(t.idle_ns)},
-                       {"compute_us", Us(t.compute_ns)},
-                       {"non_compute_us", Us(t.non_compute_ns)},
-                       {"kernel_us", Us(t.kernel_ns)},
-                       {"idle_pct", t.idle_pct},
-                       {"compute_pct", t.compute_pct},
-                       {"non_compute_pct", t.non_compute_pct}};
-    } else {
-      j["temporal"] = nullptr;
-    }
-    json kt = json::array();
-    for (const auto& k : r.kernel_types) {
-      kt.push_back({{"type", k.type}, {"time_us", Us(k.time_ns)}, {"pct", k.pct}});
-    }
-    j["kernel_types"] = kt;
-    json idle = json::array();
-    for (const auto& e : r.idle) {
-      idle.push_back({{"device", e.device},
-                      {"stream", e.stream},
-                      {"category", e.category},
-                      {"time_us", Us(e.time_ns)},
-                      {"ratio", e.ratio},
-                      {"gaps", e.gaps}});
-    }
-    j["idle"] = idle;
-    j["comm_comp_overlap_pct"] =
-        r.comm_comp_overlap_pct ? json(*r.comm_comp_overlap_pct) : json(nullptr);
-    const LaunchStats& l = r.launch;
-    j["kernel_launch_stats"] = {{"kernels", l.kernels},
-                                {"correlated", l.correlated},
-                                {"launch_delay_p50_us", Us(l.launch_delay_p50_ns)},
-                                {"launch_delay_p90_us", Us(l.launch_delay_p90_ns)},
-                                {"launch_delay_max_us", Us(l.launch_delay_max_ns)},
-                                {"short_kernels", l.short_kernels},
-                                {"runtime_outliers", l.runtime_outliers},
-                                {"launch_delay_outliers", l.launch_delay_outliers}};
-    j["top_kernels"] = Totals(r.top_kernels);
-    j["top_cpu_ops"] = Totals(r.top_cpu_ops);
-    json steps = json::array();
-    for (const auto& s : r.steps) steps.push_back(Step(s));
-    j["steps"] = steps;
-    j["step_average"] = r.step_average ? Step(*r.step_average) : json(nullptr);
-    j["recommendations"] = r.recommendations;
-    rs.push_back(j);
-  }
-  doc["ranks"] = rs;
+  // A placeholder, replaced by the ranks printed in parallel (RanksText).
+  doc["ranks"] = nullptr;
   if (all_kernel_types != nullptr) {
     json kt = json::array();
     for (const auto& k : *all_kernel_types) {
@@ -134,7 +171,15 @@ std::string AnalysisToJson(const std::vector<RankAnalysis>& ranks,
     }
     doc["diff"] = d;
   }
-  return DumpJson(doc, 2);
+  std::string text = DumpJson(doc, 2);
+  // Keys are printed sorted, each top-level one after a newline and two spaces; inside strings
+  // quotes are escaped, so this finds the placeholder and nothing else.
+  static constexpr std::string_view kPlaceholder = "\n  \"ranks\": null";
+  const size_t at = text.find(kPlaceholder);
+  TP_CHECK(at != std::string::npos);
+  const size_t value_at = at + kPlaceholder.size() - 4;
+  text.replace(value_at, 4, RanksText(ranks, extra));
+  return text;
 }
 
 }  // namespace trainprof::analyze::trace
