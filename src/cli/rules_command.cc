@@ -7,12 +7,14 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "analyze/rules/actions.h"
 #include "analyze/rules/config.h"
 #include "analyze/rules/evaluate.h"
 #include "analyze/rules/registry.h"
 #include "base/json_dump.h"
+#include "base/parallel.h"
 #include "base/time.h"
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -161,7 +163,32 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   }
   auto reader = store::RunReader::Open(options.run);
   if (!reader.ok()) return reader.status();
-  TP_ASSIGN_OR_RETURN(auto engine, rules::EvaluateRun(**reader, config));
+  // The cost model behind each finding's cost impact does not depend on the findings: with a
+  // second core it runs on a second thread, with its own reader (a RunReader is used by one
+  // thread), while the rules evaluate. What its reader meets is reported with the rest (below).
+  FindingPricer pricer;
+  std::vector<std::string> pricer_problems;
+  std::jthread pricing;
+  if (WorkerThreads() > 1) {
+    pricing = std::jthread([&] {
+      auto own = store::RunReader::Open(options.run);
+      if (!own.ok()) {
+        pricer.run_dir = options.run;
+        pricer.why_not = own.status().message();
+        return;
+      }
+      pricer = MakeFindingPricer(**own, options.pricing);
+      pricer_problems = (*own)->problems();
+    });
+  }
+  auto evaluated = rules::EvaluateRun(**reader, config);
+  if (pricing.joinable()) {
+    pricing.join();
+  } else if (evaluated.ok()) {
+    pricer = MakeFindingPricer(**reader, options.pricing);
+  }
+  if (!evaluated.ok()) return evaluated.status();
+  auto engine = std::move(evaluated).value();
   auto results = engine->Results();
   std::vector<std::string> custom_errors;
   if (!custom.files.empty()) {
@@ -171,7 +198,7 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
   }
   // Each finding's cost impact, from the cost advisor (absent, with the reason, when the run
   // cannot be priced).
-  MakeFindingPricer(**reader, options.pricing).Price(&results);
+  pricer.Price(&results);
   std::vector<model::Finding> findings;
   for (const auto& r : results)
     findings.insert(findings.end(), r.findings.begin(), r.findings.end());
@@ -208,7 +235,11 @@ Status RunRules(const RulesOptions& options, std::ostream& out) {
     out << DumpJson(j, 2) << "\n";
     return CustomErrorsStatus(custom_errors);
   }
-  for (const std::string& p : (*reader)->problems()) out << "warning: " << p << "\n";
+  std::vector<std::string> problems = (*reader)->problems();
+  for (const std::string& p : pricer_problems) {
+    if (std::find(problems.begin(), problems.end(), p) == problems.end()) problems.push_back(p);
+  }
+  for (const std::string& p : problems) out << "warning: " << p << "\n";
   PrintText(results, out);
   if (stored >= 0) out << "\n" << stored << " new finding(s) stored in " << options.run << "\n";
   for (const auto& o : outcomes) {
