@@ -159,14 +159,17 @@ class Recorder : public TraceSink {
                                Status* status) override {
     std::string& arena = batch_->arena;
     const size_t mark = arena.size();
-    RawEvent e;
-    switch (ParseEventInPlace(p, end, &e, &scratch_, &arena, element_end)) {
+    // Parsed straight into its item (no copy of the event): dropped again when not taken.
+    Item& it = NewItem(Item::Kind::kParsed);
+    switch (ParseEventInPlace(p, end, &it.event, &scratch_, &arena, element_end)) {
       case InPlace::kOk:
         break;
       case InPlace::kIncomplete:
+        batch_->items.pop_back();
         arena.resize(mark);
         return InPlaceResult::kNeedMore;
       case InPlace::kInvalid:
+        batch_->items.pop_back();
         arena.resize(mark);
         return InPlaceResult::kNotHandled;
     }
@@ -174,8 +177,7 @@ class Recorder : public TraceSink {
       since_check_ = 0;
       if (channel_.cancelled()) *status = Stopped();
     }
-    Item& it = NewItem(Item::Kind::kParsed);
-    it.event = e;
+    const RawEvent& e = it.event;
     if (!e.args.empty()) {
       it.args_at = static_cast<size_t>(e.args.data() - arena.data());
       it.args_size = e.args.size();
