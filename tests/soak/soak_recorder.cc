@@ -13,7 +13,7 @@
 //
 //   soak_recorder --run DIR --hours 24 [--interval-ms 100] [--live-every-s 5]
 //                 [--query-every-s 300] [--query-window-s 300] [--rss-every-s 60]
-//                 [--seal-values 4096]
+//                 [--seal-values 4096] [--rules-config FILE (as record --rules-config)]
 // The GPUs come from $TRAINPROF_NVML_LIBRARY (the replay library) and $TRAINPROF_NVML_REPLAY.
 
 #include <malloc.h>
@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   int64_t interval_ms = 100, live_every_s = 5, query_every_s = 300, query_window_s = 300,
           rss_every_s = 60;
   int64_t seal_values = store::WriterOptions{}.seal_values;
+  std::string rules_config;  // "" -> the default rules (as record)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
@@ -103,6 +104,8 @@ int main(int argc, char** argv) {
       query_every_s = std::atoll(v);
     } else if (k == "--query-window-s") {
       query_window_s = std::atoll(v);
+    } else if (k == "--rules-config") {
+      rules_config = v;
     } else if (k == "--seal-values") {
       seal_values = std::atoll(v);
     } else if (k == "--rss-every-s") {
@@ -178,7 +181,13 @@ int main(int argc, char** argv) {
     if (sim_s % live_every_s == 0) {
       const auto t = std::chrono::steady_clock::now();
       if (!live) {
-        auto opened = analyze::rules::LiveEvaluator::Open(run_dir, analyze::rules::RuleConfig{});
+        analyze::rules::RuleConfig config;
+        if (!rules_config.empty()) {
+          auto loaded = analyze::rules::LoadRuleConfig(rules_config);
+          if (!loaded.ok()) return Fail("rules config: " + loaded.status().message());
+          config = std::move(*loaded);
+        }
+        auto opened = analyze::rules::LiveEvaluator::Open(run_dir, config);
         if (!opened.ok()) return Fail("live rules: " + opened.status().message());
         live = std::move(*opened);
       }
