@@ -5,11 +5,14 @@
 // Each device answers the k-th call of a given function with its k-th recorded sample (the
 // last one once the list runs out): the collector calls each function at most once per GPU
 // per tick, so sample k is tick k (memory is also read once at init: its list starts one call
-// earlier); a device with "cycle": true starts its list over instead. A key missing from a
-// sample means NOT_SUPPORTED. A device with "lost_at": K
-// answers GPU_IS_LOST from the K-th call of each function on; "hang_ms" (with "hang_from": K)
-// makes the utilisation query sleep that long from its K-th call on (a wedged driver).
+// earlier); a device with "cycle": true starts its list over instead. A key missing from a sample
+// means NOT_SUPPORTED. A device with "lost_at": K answers GPU_IS_LOST from the K-th call of each
+// function on; "hang_ms" (with "hang_from": K) makes the utilisation query sleep that long from its
+// K-th call on (a wedged driver). "onset_file" with "onset_samples" plants a problem when a job
+// decides: once that file exists, each function answers the onset samples, from the first call that
+// saw it.
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -39,8 +42,9 @@ constexpr int kGpuIsLost = 15;
 constexpr int kArgumentVersionMismatch = 25;
 
 struct Device {
-  json spec;                         // the device's JSON object
-  std::map<std::string, int> calls;  // per function: how many times it was called
+  json spec;                              // the device's JSON object
+  std::map<std::string, int> calls;       // per function: how many times it was called
+  std::map<std::string, int> onset_call;  // per function: the call that first saw onset_file
   std::vector<std::unique_ptr<Device>> migs;
   bool is_mig = false;
 };
@@ -69,6 +73,24 @@ const json* Sample(Device* dev, const char* fn, int* ret) {
   if (spec.contains("lost_at") && k >= spec["lost_at"].get<int>()) {
     *ret = kGpuIsLost;
     return nullptr;
+  }
+  // A problem planted at a moment the job chooses: once the file "onset_file" exists, the
+  // calls answer "onset_samples" instead, counted from the first call that saw the file.
+  if (spec.contains("onset_file") && spec.contains("onset_samples")) {
+    auto first = dev->onset_call.find(fn);
+    if (first == dev->onset_call.end() &&
+        access(spec["onset_file"].get<std::string>().c_str(), F_OK) == 0) {
+      first = dev->onset_call.emplace(fn, k).first;
+    }
+    if (first != dev->onset_call.end()) {
+      const json& after = spec["onset_samples"];
+      if (!after.is_array() || after.empty()) {
+        *ret = kNotSupported;
+        return nullptr;
+      }
+      *ret = kSuccess;
+      return &after[std::min<size_t>(static_cast<size_t>(k - first->second), after.size() - 1)];
+    }
   }
   const json& samples = spec["samples"];
   if (!samples.is_array() || samples.empty()) {
