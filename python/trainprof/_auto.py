@@ -46,6 +46,7 @@ class _A:
     health_step = None  # the sampled step whose losses are in health_losses
     health_losses: list = []  # detached losses passed to backward in that step
     health_grad_norm = None  # the gradient norm of that step (a device tensor)
+    health_scaled = None  # (tensor GradScaler.scale returned, its scale) on a sampled step
     health_pending: list = []  # (step, ts, loss, grad_norm, cuda event or None) not yet read
 
 
@@ -327,6 +328,7 @@ def _health_step():
 
 def _note_loss(loss, torch) -> None:
     n = _health_step()
+    scaled, A.health_scaled = A.health_scaled, None
     if n is None or not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         return
     if A.health_step != n:
@@ -334,7 +336,37 @@ def _note_loss(loss, torch) -> None:
         A.health_losses = []
         A.health_grad_norm = None
     if len(A.health_losses) < _MAX_LOSSES_PER_STEP:
-        A.health_losses.append(loss.detach())
+        value = loss.detach()
+        if scaled is not None and scaled[0] is loss:  # scaler.scale(loss).backward(): unscaled
+            value = value.float() / scaled[1].to(value.device)
+        A.health_losses.append(value)
+
+
+def _patch_grad_scaler(torch) -> None:
+    """GradScaler.scale(loss) multiplies the loss by the scale before backward: on a sampled
+    step the scaled tensor and its scale are noted (no sync) so that train_loss is the loss."""
+    try:
+        from torch.amp.grad_scaler import GradScaler
+    except Exception:  # noqa: BLE001 - an older torch: scaled losses stay scaled
+        return
+    orig = GradScaler.scale
+    if getattr(orig, "_trainprof", False):
+        return
+
+    def scale(self, outputs):
+        out = orig(self, outputs)
+        try:
+            if A.health_every and S.active and _health_step() is not None and \
+                    isinstance(out, torch.Tensor) and out is not outputs and \
+                    getattr(self, "_scale", None) is not None:
+                A.health_scaled = (out, self._scale.detach())
+        except Exception as exc:  # noqa: BLE001
+            warn_once("grad_scaler", f"the scaled loss is not unscaled: {exc}")
+        return out
+
+    scale._trainprof = True  # type: ignore[attr-defined]
+    scale.__wrapped__ = orig  # type: ignore[attr-defined]
+    GradScaler.scale = scale
 
 
 def _note_grad_norm(optimizer) -> None:
@@ -665,7 +697,7 @@ def install(torch) -> None:
     from trainprof import _auto_ddp
 
     for part in (_patch_module_call, _patch_backward, _install_optimizer_hooks, _patch_dataloader,
-                 _patch_distributed, _auto_ddp.patch_ddp):
+                 _patch_distributed, _auto_ddp.patch_ddp, _patch_grad_scaler):
         try:
             part(torch)
         except Exception as exc:  # noqa: BLE001 - one part failing leaves the others working

@@ -9,6 +9,9 @@ torch.nn.utils.clip_grad_norm_ returned for the gradients the optimizer is about
   flat     the same with learning rate 0: the loss does not move
   nan      healthy until --blowup-step, then the learning rate is multiplied by 1e6: the loss
            becomes infinite, then NaN, within a few steps
+
+--grad-scaler: the loss goes through torch.amp.GradScaler (scaler.scale(loss).backward(), the
+gradients unscaled before clip_grad_norm_ and the step), as mixed-precision jobs do.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=0,
                    help="keep training (the loss NaN) until this many seconds have passed")
     p.add_argument("--log", required=True)
+    p.add_argument("--grad-scaler", action="store_true")
     a = p.parse_args()
 
     torch.manual_seed(0)
@@ -45,6 +49,7 @@ def main() -> None:
                                 torch.nn.Linear(HIDDEN, 1))
     lr = 0.0 if a.mode == "flat" else LR
     opt = torch.optim.SGD(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cpu") if a.grad_scaler else None
     start = time.time()
     step = 0
     with open(a.log, "w") as log:
@@ -55,9 +60,17 @@ def main() -> None:
             idx = torch.randint(0, SAMPLES, (BATCH,))
             opt.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x_all[idx]), y_all[idx])
-            loss.backward()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+            else:
+                loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=math.inf)
-            opt.step()
+            if scaler is not None:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
             value, norm = loss.item(), norm.item()
             log.write(json.dumps({"step": step,
                                   "loss": value if math.isfinite(value) else str(value),

@@ -89,8 +89,9 @@ def test_nan_loss_is_named_at_its_step_live_and_the_stop_action_ends_the_job(tmp
     proc, run_dir, truth, wall = record(
         tmp_path, "nan", "--health-every", "1", "--rules-config", str(cfg),
         "--live-rules-every", "1", job_args=("--blowup-step", "200", "--seconds", "60"))
-    assert proc.returncode == 143, proc.stdout + proc.stderr  # SIGTERM from the stop action
-    assert wall < 50, wall
+    # SIGTERM from the stop action (the job itself exits 0 after 60 s; `wall` is not asserted:
+    # on a loaded machine the live engine's 10-s lag and the poll can take long)
+    assert proc.returncode == 143, proc.stdout + proc.stderr
     first_bad = next(t["step"] for t in truth if not math.isfinite(as_float(t["loss"])))
     assert first_bad > 200
     findings = trainprof.open(str(run_dir)).findings()  # stored live, before the job ended
@@ -130,7 +131,10 @@ def test_flat_loss_fires_loss_not_decreasing_with_the_default_sampling(tmp_path)
 
 
 def test_healthy_run_raises_no_health_finding(tmp_path):
-    proc, run_dir, truth, _ = record(tmp_path, "healthy", job_args=("--steps", "600"))
+    """Through torch.amp.GradScaler: the loss passed to backward is the scaled one (x 65536);
+    train_loss is the job's own loss all the same."""
+    proc, run_dir, truth, _ = record(tmp_path, "healthy",
+                                     job_args=("--steps", "600", "--grad-scaler"))
     assert proc.returncode == 0, proc.stderr
     assert check_against_truth(run_dir, truth, every=10) == 60
     rules = rules_json(run_dir)
