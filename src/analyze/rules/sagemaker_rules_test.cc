@@ -7,6 +7,7 @@
 
 #include "analyze/rules/registry.h"
 #include "analyze/rules/rules_test_util.h"
+#include "analyze/rules/share_bound.h"
 
 namespace trainprof::analyze::rules {
 namespace {
@@ -30,8 +31,9 @@ TEST(CpuBottleneckTest, FiresWhenGpusIdleWhileACoreIsSaturated) {
   });
   RuleResult r = EvaluateOne(s.Finish(), "CPUBottleneck");
   EXPECT_TRUE(r.triggered);
-  EXPECT_EQ(r.datapoints, 2400);
-  EXPECT_EQ(r.violations, 2400);  // every sample is a bottleneck, each counted once
+  // No training steps: SageMaker's patience (1 000 samples) is skipped as startup.
+  EXPECT_EQ(r.datapoints, 1400);
+  EXPECT_EQ(r.violations, 1400);  // every sample is a bottleneck, each counted once
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(r.findings[0].node, "n0");
   EXPECT_EQ(Evidence(r.findings[0])["bottleneck_percent"], 100.0);
@@ -51,7 +53,7 @@ TEST(CpuBottleneckTest, SilentWhenGpusAreBusyOrCpuIsIdle) {
   RuleResult r = EvaluateOne(s.Finish(), "CPUBottleneck");
   EXPECT_SILENT_ON_DATA(r);
   EXPECT_EQ(r.violations, 0);
-  EXPECT_EQ(r.datapoints, 4800);
+  EXPECT_EQ(r.datapoints, 2 * 1400);
 }
 
 TEST(IoBottleneckTest, FiresOnIowaitWithIdleGpusOnly) {
@@ -62,7 +64,7 @@ TEST(IoBottleneckTest, FiresOnIowaitWithIdleGpusOnly) {
   });
   RuleResult r = EvaluateOne(pos.Finish(), "IOBottleneck");
   EXPECT_TRUE(r.triggered);
-  EXPECT_EQ(r.violations, 2400);
+  EXPECT_EQ(r.violations, 1400);
   Scenario neg("io_neg");
   neg.System("n0", 1200, 500, 8, 2, [&](Scenario::Tick& t) {
     t.iowait = 0.05;
@@ -83,14 +85,20 @@ TEST(LowGpuUtilizationTest, UnderusedAndFluctuatingGpusAreNamed) {
   });
   RuleResult r = EvaluateOne(s.Finish(), "LowGPUUtilization");
   EXPECT_TRUE(r.triggered);
-  // 3600 values per GPU: windows end at 1500, 2000, ..., 3500 and the trailing one at 3600.
-  EXPECT_EQ(r.violations, 12);
+  EXPECT_EQ(r.violations, 2);  // one per finding
   ASSERT_EQ(r.findings.size(), 2u);
-  EXPECT_EQ(r.findings[0].device, "gpu0");
-  EXPECT_EQ(Evidence(r.findings[0])["kind"], "underutilized");
-  EXPECT_EQ(r.findings[1].device, "gpu2");
-  EXPECT_EQ(Evidence(r.findings[1])["kind"], "fluctuating");
+  // The fluctuating GPU is decided first (its two shares of 50 % are far above 5 %).
+  EXPECT_EQ(r.findings[0].device, "gpu2");
+  EXPECT_EQ(Evidence(r.findings[0])["kind"], "fluctuating");
+  EXPECT_EQ(r.findings[1].device, "gpu0");
+  EXPECT_EQ(Evidence(r.findings[1])["kind"], "underutilized");
+  // No steps: the first `patience` (1 000) snapshots are startup; then decided on the
+  // first block boundary where the bound is decisive (under-used: 52 values, all below 70 %,
+  // put the busy share's 95 % upper bound z^2 / (n + z^2) under 5 %).
   EXPECT_EQ(r.datapoints, 4 * 3600);
+  const int64_t judged_from = kStart + 1000 * 500 * kMs;
+  EXPECT_LE(r.findings[0].end_ns - judged_from, 30 * kSec);
+  EXPECT_LE(r.findings[1].end_ns - judged_from, 30 * kSec);
 }
 
 TEST(LowGpuUtilizationTest, SilentOnBusyGpusAndBeforePatience) {
@@ -164,7 +172,7 @@ TEST(GpuMemoryIncreaseTest, SilentOnFlatNoisyMemory) {
   });
   RuleResult r = EvaluateOne(s.Finish(), "GPUMemoryIncrease");
   EXPECT_SILENT_ON_DATA(r);
-  EXPECT_EQ(r.datapoints, 4800);
+  EXPECT_EQ(r.datapoints, 2 * 1400);  // no steps: after SageMaker's patience
 }
 
 // Defect: smdebug never analysed the data after its last full scan minute.
@@ -265,9 +273,30 @@ TEST(StepOutlierTest, CheapJitterIsNotAProblemCostlyOutliersAre) {
   // 90 x 200 ms (5 ms wait + 195 +- 1) + 11 x 1000 ms; each outlier's excess over the running
   // mean is a little under 800 ms.
   EXPECT_NEAR(ev["recent_step_time_ms"].get<double>(), 90 * 200 + 11 * 1000, 100);
+  // The costliest outlier is left out of the share: the finding must not rest on one step.
   EXPECT_NEAR(ev["outlier_time_share"].get<double>(),
-              ev["recent_excess_ms"].get<double>() / ev["recent_step_time_ms"].get<double>(), 1e-4);
-  EXPECT_NEAR(ev["outlier_time_share"].get<double>(), 11 * 750.0 / (90 * 200 + 11 * 1000), 0.03);
+              (ev["recent_excess_ms"].get<double>() - ev["costliest_excess_ms"].get<double>()) /
+                  ev["recent_step_time_ms"].get<double>(),
+              1e-4);
+  EXPECT_NEAR(ev["outlier_time_share"].get<double>(), 10 * 750.0 / (90 * 200 + 11 * 1000), 0.03);
+}
+
+// A healthy job on a busy machine (bench/time_to_finding.py's healthy run at load 8.6): steps
+// of 43 ms, a burst of scheduling delays of 10-30 ms and one 1.7-s stall of the process (the
+// machine paging torch in for another job). The last 11 outliers cost 16 % of the step time
+// since the first of them, all but 3 points of it that one stall: not a pattern of slow steps.
+TEST(StepOutlierTest, OneStallIsNotAPatternOfSlowSteps) {
+  Scenario s("step_stall");
+  s.Steps("n0", 0, kStart, kStart + 300 * kSec,
+          [&](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = 1 * kMs;
+            *compute = (42 + (step * 7919) % 3 - 1) * kMs;  // 41..43 ms
+            if (step >= 2000 && step < 2200 && step % 18 == 0) *compute += 20 * kMs;
+            if (step == 2200) *compute += 1730 * kMs;
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "StepOutlier");
+  EXPECT_SILENT_ON_DATA(r);
+  EXPECT_GE(r.violations, 12);  // the outliers are counted
 }
 
 TEST(StepOutlierTest, SilentWithFewOutliersAndFiltersByMode) {
@@ -387,6 +416,154 @@ TEST(OverallRulesTest, SummariesNeverFire) {
   EXPECT_DOUBLE_EQ(fw.details["modes"]["train"]["data_wait_percent"].get<double>(), 2.5);
   EXPECT_DOUBLE_EQ(fw.details["initialization_ms"].get<double>(), 10000.0);
   EXPECT_DOUBLE_EQ(fw.details["phases"]["initialization"]["duration_ms"].get<double>(), 10000.0);
+}
+
+// The share tests decide from a confidence bound, seconds after the onset, not after a count
+// of samples: a job healthy for 300 s (steps from 5 s) whose GPUs then idle while a core is
+// saturated. The bound in the evidence is recomputed here from the evidence's own blocks
+// (Wilson score with the design effect between blocks), independently of share_bound.h.
+TEST(CpuBottleneckTest, DecidedFromTheBoundSecondsAfterTheOnset) {
+  Scenario s("cpu_bottleneck_onset");
+  Noise n;
+  const double onset_s = 300;
+  s.System("n0", 600, 500, 8, 4, [&](Scenario::Tick& t) {
+    for (auto& g : t.gpu) g = t.seconds < onset_s ? n.Uniform(0.9, 0.05) : n.Uniform(0.04, 0.03);
+    t.core[0] = t.seconds < onset_s ? n.Uniform(0.5, 0.2) : n.Uniform(0.97, 0.02);
+    // some noise: a few samples with the core below the threshold
+    if (t.seconds >= onset_s && static_cast<int64_t>(t.seconds * 2) % 7 == 0) t.core[0] = 0.6;
+  });
+  s.Steps("n0", 0, kStart + 5 * kSec, kStart + 600 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  RuleResult r = EvaluateOne(s.Finish(), "CPUBottleneck");
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  const int64_t onset = kStart + static_cast<int64_t>(onset_s) * kSec;
+  // At least min_window_s (20 s) of samples, most of them after the onset, decided within
+  // half a minute of it.
+  EXPECT_GE(f.end_ns - f.start_ns, 19 * kSec);
+  EXPECT_GE(f.start_ns, onset - 10 * kSec);
+  EXPECT_GE(f.end_ns, onset + 10 * kSec);
+  EXPECT_LE(f.end_ns, onset + 30 * kSec);
+  const nlohmann::json ev = Evidence(f);
+  // Independent recomputation from the blocks: [start, samples, hits, 0].
+  double n_all = 0, k = 0, sq = 0;
+  int blocks = 0;
+  for (const auto& b : ev["blocks"]) {
+    if (b[0].get<int64_t>() < ev["span_start_ns"].get<int64_t>()) continue;
+    const double nb = b[1].get<double>(), hb = b[2].get<double>();
+    n_all += nb;
+    k += hb;
+    sq += hb * hb / nb;
+    ++blocks;
+  }
+  ASSERT_GT(n_all, 0);
+  EXPECT_EQ(n_all, ev["span_samples"].get<double>());
+  EXPECT_EQ(k, ev["bottleneck_samples"].get<double>());
+  const double p = k / n_all;
+  double deff = 1;
+  if (p > 0 && p < 1) {
+    double between = 0;  // sum_b n_b (m_b - p)^2, directly
+    for (const auto& b : ev["blocks"]) {
+      if (b[0].get<int64_t>() < ev["span_start_ns"].get<int64_t>()) continue;
+      const double m = b[2].get<double>() / b[1].get<double>();
+      between += b[1].get<double>() * (m - p) * (m - p);
+    }
+    deff = std::clamp(between / (blocks * p * (1 - p)), 1.0, n_all / blocks);
+  }
+  const double ne = n_all / deff, z = 1.6448536269514722;  // 95 % one-sided
+  const double lower =
+      (p + z * z / (2 * ne) - z * std::sqrt(p * (1 - p) / ne + z * z / (4 * ne * ne))) /
+      (1 + z * z / ne);
+  EXPECT_NEAR(ev["lower_bound_percent"].get<double>(), lower * 100, 0.01);
+  EXPECT_GT(lower * 100, 50.0);
+  EXPECT_NEAR(ev["design_effect"].get<double>(), deff, 1e-3);
+  EXPECT_NE(f.message.find("95% confidence"), std::string::npos) << f.message;
+}
+
+// A burst shorter than min_window_s (a 10-s checkpoint with the GPU idle while a core
+// serialises) is not a bottleneck; nor are healthy samples, however many.
+TEST(CpuBottleneckTest, SilentOnAShortBurst) {
+  Scenario s("cpu_bottleneck_burst");
+  Noise n;
+  s.System("n0", 600, 500, 8, 4, [&](Scenario::Tick& t) {
+    const bool burst = t.seconds >= 200 && t.seconds < 210;
+    for (auto& g : t.gpu) g = burst ? 0.02 : n.Uniform(0.9, 0.05);
+    t.core[0] = burst ? 0.99 : n.Uniform(0.95, 0.04);
+  });
+  s.Steps("n0", 0, kStart + 5 * kSec, kStart + 600 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  RuleResult r = EvaluateOne(s.Finish(), "CPUBottleneck");
+  EXPECT_SILENT_ON_DATA(r);
+  EXPECT_EQ(r.violations, 20);  // the burst's samples are counted
+}
+
+// Under-used from its onset: a GPU busy for 120 s of training that then runs at 20-40 %.
+TEST(LowGpuUtilizationTest, UnderuseIsNamedSecondsAfterItsOnset) {
+  Scenario s("low_gpu_onset");
+  Noise n;
+  s.System("n0", 300, 500, 4, 1, [&](Scenario::Tick& t) {
+    t.gpu[0] = t.seconds < 120 ? n.Uniform(0.93, 0.05) : n.Uniform(0.30, 0.10);
+  });
+  s.Steps("n0", 0, kStart + 5 * kSec, kStart + 300 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  RuleResult r = EvaluateOne(s.Finish(), "LowGPUUtilization");
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  const nlohmann::json ev = Evidence(f);
+  EXPECT_EQ(ev["kind"], "underutilized");
+  const int64_t onset = kStart + 120 * kSec;
+  // 52 values (26 s at 500 ms) below 70 % put the busy share's upper bound under 5 %.
+  EXPECT_GE(f.end_ns, onset + 25 * kSec);
+  EXPECT_LE(f.end_ns, onset + 30 * kSec);
+  const double ne = ev["effective_samples"].get<double>(), z = 1.6448536269514722;
+  EXPECT_NEAR(ev["busy_share_upper"].get<double>(), z * z / (ne + z * z), 1e-4);
+  EXPECT_LT(ev["p95_percent"].get<double>(), 70.0);
+}
+
+// The SageMaker-compatible check of the 95th percentile needs its confidence: a GPU at
+// 60-80 % (p95 above 70) is not under-used, one at 50-69.9 % is.
+TEST(LowGpuUtilizationTest, ThePercentileThresholdKeepsItsMeaning) {
+  Scenario s("low_gpu_p95");
+  Noise n;
+  s.System("n0", 300, 500, 4, 2, [&](Scenario::Tick& t) {
+    t.gpu[0] = n.Uniform(0.70, 0.10);
+    t.gpu[1] = n.Uniform(0.60, 0.099);
+  });
+  s.Steps("n0", 0, kStart + 5 * kSec, kStart + 300 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  RuleResult r = EvaluateOne(s.Finish(), "LowGPUUtilization");
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].device, "gpu1");
+}
+
+TEST(ShareBoundTest, NormalQuantileAndWilsonAgainstKnownValues) {
+  EXPECT_NEAR(NormalQuantile(0.95), 1.6448536269514722, 1e-8);
+  EXPECT_NEAR(NormalQuantile(0.99), 2.3263478740408408, 1e-8);
+  EXPECT_NEAR(NormalQuantile(0.5), 0.0, 1e-9);
+  // Wilson, by hand: p = 0.5, n = 100, z = 1.96 -> 0.40383 .. 0.59617.
+  EXPECT_NEAR(WilsonLower(0.5, 100, 1.96), 0.403832, 1e-5);
+  EXPECT_NEAR(WilsonUpper(0.5, 100, 1.96), 0.596168, 1e-5);
+  // All of n: the lower bound is n / (n + z^2).
+  EXPECT_NEAR(WilsonLower(1.0, 52, 1.6448536269514722), 52 / (52 + 2.705543454), 1e-6);
+  // Blocks all-or-nothing (10 samples each, half of them with the condition): the design
+  // effect is the block size, the effective count the number of blocks.
+  ShareOptions o;
+  o.block_ns = 5 * kSec;
+  o.min_span_ns = 0;
+  o.min_samples = 2;
+  ShareBound b(o);
+  for (int i = 0; i <= 200; ++i) b.Add(kStart + i * 500 * kMs, (i / 10) % 2 == 0);
+  bool seen = false;
+  b.Spans([&](const ShareSpan& sp) {
+    if (sp.blocks == 20) {
+      seen = true;
+      EXPECT_NEAR(sp.share[0], 0.5, 1e-12);
+      EXPECT_NEAR(sp.design_effect[0], 10.0, 1e-9);
+      EXPECT_NEAR(sp.effective_samples[0], 20.0, 1e-9);
+    }
+    return false;
+  });
+  EXPECT_TRUE(seen);
 }
 
 TEST(ProfilerReportTest, RunsEveryBuiltinRuleAndSummarises) {

@@ -8,10 +8,12 @@
 
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "analyze/rules/rule_util.h"
+#include "analyze/rules/share_bound.h"
 
 namespace trainprof::analyze::rules {
 namespace {
@@ -22,8 +24,49 @@ using nlohmann::json;
 constexpr int64_t kMinuteNs = 60'000'000'000;
 
 // ---------------------------------------------------------------------------------------------
+// Options of the share tests (share_bound.h) from a rule's parameters.
+ShareOptions ShareOptionsOf(const Params& p) {
+  ShareOptions o;
+  o.block_ns = std::max<int64_t>(1, static_cast<int64_t>(p.Number("block_s") * 1e9));
+  o.min_span_ns = static_cast<int64_t>(p.Number("min_window_s") * 1e9);
+  if (p.json().contains("window_s")) {
+    o.max_span_ns = std::max(o.min_span_ns, static_cast<int64_t>(p.Number("window_s") * 1e9));
+  } else {
+    o.max_span_ns = INT64_MAX / 4;  // bounded by a count of values instead
+  }
+  o.min_samples = std::max<int64_t>(2, p.Integer("min_samples"));
+  o.confidence = std::clamp(p.Number("confidence"), 0.5, 0.999999);
+  return o;
+}
+
+// When a node's samples are judged: from `settle_s` after its first training step; a node
+// without steps (no framework data) after `patience` samples, SageMaker's warm-up.
+struct JudgeFrom {
+  int64_t first_step_ns = 0;
+  int64_t samples = 0;
+  bool Ready(int64_t ts_ns, int64_t settle_ns, int64_t patience) {
+    ++samples;
+    if (first_step_ns != 0) return ts_ns - first_step_ns >= settle_ns;
+    return samples > patience;
+  }
+};
+
+json SpanEvidence(const ShareSpan& s, int j, const ShareOptions& o) {
+  return {{"span_start_ns", s.start_ns},
+          {"span_end_ns", s.end_ns},
+          {"span_samples", s.samples},
+          {"span_blocks", s.blocks},
+          {"confidence", o.confidence},
+          {"effective_samples", Round(s.effective_samples[j], 1)},
+          {"design_effect", Round(s.design_effect[j], 3)},
+          {"block_s", static_cast<double>(o.block_ns) / 1e9}};
+}
+
+// ---------------------------------------------------------------------------------------------
 // CPUBottleneck / IOBottleneck: the share of samples in which a GPU was nearly idle while the
-// CPU was saturated (or waiting for I/O).
+// CPU was saturated (or waiting for I/O), judged from the node's first step on with a
+// confidence bound over recent spans (share_bound.h): fires once the lower bound of the share
+// exceeds `threshold` %.
 class CoincidenceRule : public Rule {
  public:
   CoincidenceRule(const RuleSpec& spec, Params params, bool io)
@@ -32,7 +75,14 @@ class CoincidenceRule : public Rule {
         threshold_(this->params().Number("threshold")),
         gpu_threshold_(this->params().Number("gpu_threshold")),
         busy_threshold_(this->params().Number(io ? "io_threshold" : "cpu_threshold")),
-        patience_(this->params().Integer("patience")) {}
+        patience_(this->params().Integer("patience")),
+        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
+        options_(ShareOptionsOf(this->params())) {}
+
+  void OnStep(const StepRow& s) override {
+    NodeState& n = Grow(nodes_, static_cast<size_t>(s.node));
+    if (n.from.first_step_ns == 0) n.from.first_step_ns = s.start_ns;
+  }
 
   void OnSnapshot(const Snapshot& snap) override {
     int low_gpus = 0, gpus = 0, busy = 0, busy_total = 0;
@@ -55,11 +105,14 @@ class CoincidenceRule : public Rule {
     if (gpus == 0) return;                    // nothing to correlate with on this node
     if (io_ && has_total) busy = busy_total;  // iowait is judged per node when the total exists
     NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
+    if (!n.from.Ready(snap.ts_ns, settle_ns_, patience_)) return;
+    if (!n.share) n.share = ShareBound(options_);
     ++n.datapoints;
     ++result().datapoints;
     if (low_gpus > 0) ++n.low_gpu;
     if (n.first_sample_ns == 0) n.first_sample_ns = snap.ts_ns;
-    if (low_gpus > 0 && busy > 0) {
+    const bool bottleneck = low_gpus > 0 && busy > 0;
+    if (bottleneck) {
       ++n.bottlenecks;
       n.idle_gpu_samples += low_gpus;
       ++result().violations;
@@ -67,33 +120,44 @@ class CoincidenceRule : public Rule {
       n.last_ns = snap.ts_ns;
       n.max_busy_pct = std::max(n.max_busy_pct, max_busy);
     }
-    if (n.fired || n.datapoints <= patience_) return;
-    const double share = static_cast<double>(n.bottlenecks) / static_cast<double>(n.datapoints);
-    if (share * 100 <= threshold_) return;
+    if (!n.share->Add(snap.ts_ns, bottleneck) || n.fired) return;
+    std::optional<ShareSpan> best;
+    n.share->Spans([&](const ShareSpan& s) {
+      if (s.lower[0] * 100 > threshold_ && (!best || s.lower[0] > best->lower[0])) best = s;
+      return false;
+    });
+    if (!best) return;
     n.fired = true;
     const std::string& node = ctx().NodeName(snap.node);
-    json evidence = {{"bottleneck_samples", n.bottlenecks},
-                     {"datapoints", n.datapoints},
-                     {"bottleneck_percent", Round(share * 100, 2)},
-                     {"low_gpu_samples", n.low_gpu},
+    json evidence = {{"bottleneck_samples", best->hits[0]},
+                     {"bottleneck_percent", Round(best->share[0] * 100, 2)},
+                     {"lower_bound_percent", Round(best->lower[0] * 100, 2)},
                      {"threshold_percent", threshold_},
                      {"gpu_threshold_percent", gpu_threshold_},
                      {io_ ? "io_threshold_percent" : "cpu_threshold_percent", busy_threshold_},
                      {"first_bottleneck_ns", n.first_ns},
                      {"last_bottleneck_ns", n.last_ns},
-                     // For the cost impact: GPU-samples left idle in bottleneck samples, and
-                     // the span the datapoints cover (sampling interval).
+                     {"low_gpu_samples", n.low_gpu},
+                     // For the cost impact: GPU-samples left idle in bottleneck samples since
+                     // judging began, and the span those datapoints cover (sampling interval).
+                     {"datapoints", n.datapoints},
                      {"idle_gpu_samples", n.idle_gpu_samples},
                      {"gpus", gpus},
                      {"first_sample_ns", n.first_sample_ns},
-                     {"last_sample_ns", snap.ts_ns}};
+                     {"last_sample_ns", snap.ts_ns},
+                     // [[block start, samples, bottleneck samples, 0], ...]
+                     {"blocks", n.share->Blocks(best->start_ns, 150)}};
+    evidence.update(SpanEvidence(*best, 0, options_));
     std::string what = io_ ? "waiting for I/O" : "busy";
     Emit(MakeFinding(
-        Severity::kWarning, node, "", n.first_ns, snap.ts_ns,
-        name() + ": in " + Pct(share) + " of " + std::to_string(n.datapoints) + " samples on " +
-            node + " a GPU was below " + Fixed(gpu_threshold_, 0) +
-            "% utilisation while the CPU was " + what + " above " + Fixed(busy_threshold_, 0) +
-            "% (threshold " + Fixed(threshold_, 0) + "% of samples)",
+        Severity::kWarning, node, "", best->start_ns, best->end_ns,
+        name() + ": in " + Pct(best->share[0]) + " of " + std::to_string(best->samples) +
+            " samples over the last " +
+            Fixed(static_cast<double>(best->end_ns - best->start_ns) / 1e9, 0) + " s on " + node +
+            " a GPU was below " + Fixed(gpu_threshold_, 0) + "% utilisation while the CPU was " +
+            what + " above " + Fixed(busy_threshold_, 0) + "% (at least " + Pct(best->lower[0]) +
+            " at " + Fixed(options_.confidence * 100, 0) + "% confidence; threshold " +
+            Fixed(threshold_, 0) + "% of samples)",
         io_ ? "The GPUs wait for storage. Read training data from local NVMe or RAM (copy or "
               "cache the dataset first), use a streaming format with large sequential reads "
               "(WebDataset, TFRecord, FFCV), raise DataLoader num_workers and prefetch_factor."
@@ -105,6 +169,8 @@ class CoincidenceRule : public Rule {
 
  private:
   struct NodeState {
+    JudgeFrom from;
+    std::optional<ShareBound> share;
     int64_t datapoints = 0, bottlenecks = 0, low_gpu = 0, idle_gpu_samples = 0;
     int64_t first_ns = 0, last_ns = 0, first_sample_ns = 0;
     double max_busy_pct = 0;
@@ -112,7 +178,8 @@ class CoincidenceRule : public Rule {
   };
   bool io_;
   double threshold_, gpu_threshold_, busy_threshold_;
-  int64_t patience_;
+  int64_t patience_, settle_ns_;
+  ShareOptions options_;
   std::vector<NodeState> nodes_;
 };
 
@@ -128,8 +195,12 @@ class IoBottleneckRule : public CoincidenceRule {
 };
 
 // ---------------------------------------------------------------------------------------------
-// LowGPUUtilization: per GPU, quantiles over tumbling windows of `window` values once
-// `patience` values were seen, plus the trailing window at the end.
+// LowGPUUtilization: per GPU, from the node's first step (without steps: after `patience`
+// values), confidence bounds over recent spans of at most `window` values (share_bound.h) on
+// the share of values at or above threshold_p95 ("busy") and below threshold_p5 ("idle"):
+// under-used once the busy share is below 5 % with confidence (the 95th percentile is below
+// threshold_p95), fluctuating once both shares are above 5 % with confidence (95th percentile
+// above threshold_p95, 5th below threshold_p5).
 class LowGpuUtilizationRule : public Rule {
  public:
   LowGpuUtilizationRule(const RuleSpec& spec, Params params)
@@ -137,73 +208,114 @@ class LowGpuUtilizationRule : public Rule {
         p95_threshold_(this->params().Number("threshold_p95")),
         p5_threshold_(this->params().Number("threshold_p5")),
         window_(std::max<int64_t>(1, this->params().Integer("window"))),
-        patience_(this->params().Integer("patience")) {}
-
-  void OnSnapshot(const Snapshot& snap) override {
-    for (const SampleValue& v : snap.values) {
-      if (ctx().Series(v.series).kind != MetricKind::kGpuUtil) continue;
-      auto [it, inserted] = gpus_.try_emplace(v.series, static_cast<size_t>(window_));
-      Gpu& g = it->second;
-      g.recent.Add(snap.ts_ns, v.value * 100);
-      ++result().datapoints;
-      const int64_t c = g.recent.count();
-      if (c > patience_ && c % window_ == 0) Evaluate(v.series, g);
-    }
+        patience_(this->params().Integer("patience")),
+        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
+        options_(ShareOptionsOf(this->params())) {
+    options_.max_samples = window_;
   }
 
-  void Finalize(int64_t) override {
-    // The trailing values since the last full window: smdebug never analysed them.
-    for (auto& [series, g] : gpus_) {
-      const int64_t c = g.recent.count();
-      if (c > patience_ && c % window_ != 0) Evaluate(series, g);
+  void OnStep(const StepRow& s) override {
+    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
+    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
+  }
+
+  void OnSnapshot(const Snapshot& snap) override {
+    const bool ready =
+        Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_);
+    for (const SampleValue& v : snap.values) {
+      if (ctx().Series(v.series).kind != MetricKind::kGpuUtil) continue;
+      ++result().datapoints;  // every value read (startup values are not judged)
+      if (!ready) continue;
+      auto [it, inserted] = gpus_.try_emplace(v.series, static_cast<size_t>(window_), options_);
+      Gpu& g = it->second;
+      const double pct = v.value * 100;
+      g.recent.Add(snap.ts_ns, pct);
+      if (!g.share.Add(snap.ts_ns, pct >= p95_threshold_, pct < p5_threshold_)) continue;
+      if (g.fired_low && g.fired_fluct) continue;
+      std::optional<ShareSpan> low, fluct;
+      g.share.Spans([&](const ShareSpan& s) {
+        if (!g.fired_low && s.upper[0] < kTail && (!low || s.upper[0] < low->upper[0])) low = s;
+        const double weaker = std::min(s.lower[0], s.lower[1]);
+        if (!g.fired_fluct && s.lower[0] > kTail && s.lower[1] > kTail &&
+            (!fluct || weaker > std::min(fluct->lower[0], fluct->lower[1]))) {
+          fluct = s;
+        }
+        return false;
+      });
+      if (low || fluct) ++result().violations;
+      if (low) {
+        g.fired_low = true;
+        Report(v.series, g, *low, true);
+      }
+      if (fluct) {
+        g.fired_fluct = true;
+        Report(v.series, g, *fluct, false);
+      }
     }
   }
 
  private:
+  static constexpr double kTail = 0.05;  // the 95th / 5th percentiles: 5 % of values beyond
   struct Gpu {
-    explicit Gpu(size_t window) : recent(window) {}
+    Gpu(size_t window, const ShareOptions& o) : recent(window), share(o) {}
     RecentValues recent;
-    Episode low, fluctuating;
+    ShareBound share;
+    bool fired_low = false, fired_fluct = false;
   };
 
-  void Evaluate(int32_t series, Gpu& g) {
-    auto [start, end] = g.recent.Copy(&scratch_);
+  void Report(int32_t series, const Gpu& g, const ShareSpan& s, bool low) {
+    g.recent.Copy(&scratch_);
+    const size_t keep = std::min(scratch_.size(), static_cast<size_t>(s.samples));
+    scratch_.erase(scratch_.begin(), scratch_.end() - static_cast<std::ptrdiff_t>(keep));
     double sum = 0;
     for (double v : scratch_) sum += v;
     const double mean = scratch_.empty() ? 0 : sum / static_cast<double>(scratch_.size());
     const double p95 = stats::QuantileInPlace(scratch_, 0.95);
     const double p5 = stats::QuantileInPlace(scratch_, 0.05);
-    const bool low = p95 < p95_threshold_;
-    const bool fluct = !low && p95 > p95_threshold_ && p5 < p5_threshold_;
-    if (low || fluct) ++result().violations;
-    const bool open_low = g.low.Update(low);
-    const bool open_fluct = g.fluctuating.Update(fluct);
-    if (!open_low && !open_fluct) return;
     const SeriesKey& key = ctx().Series(series);
     const std::string& node = ctx().NodeName(key.node);
-    json evidence = {
-        {"p95_percent", Round(p95, 2)},    {"p5_percent", Round(p5, 2)},
-        {"mean_percent", Round(mean, 2)},  {"window_values", scratch_.size()},
-        {"window_start_ns", start},        {"window_end_ns", end},
-        {"values_seen", g.recent.count()}, {"threshold_p95", p95_threshold_},
-        {"threshold_p5", p5_threshold_},   {"kind", low ? "underutilized" : "fluctuating"}};
+    const int j = low ? 0 : 1;
+    json evidence = {{"p95_percent", Round(p95, 2)},
+                     {"p5_percent", Round(p5, 2)},
+                     {"mean_percent", Round(mean, 2)},
+                     {"window_values", keep},
+                     {"window_start_ns", s.start_ns},
+                     {"window_end_ns", s.end_ns},
+                     {"values_seen", g.recent.count()},
+                     {"threshold_p95", p95_threshold_},
+                     {"threshold_p5", p5_threshold_},
+                     {"busy_share", Round(s.share[0], 4)},
+                     {"busy_share_upper", Round(s.upper[0], 4)},
+                     {"busy_share_lower", Round(s.lower[0], 4)},
+                     {"idle_share", Round(s.share[1], 4)},
+                     {"idle_share_lower", Round(s.lower[1], 4)},
+                     // [[block start, values, values >= threshold_p95, values < threshold_p5]]
+                     {"blocks", g.share.Blocks(s.start_ns, 150)},
+                     {"kind", low ? "underutilized" : "fluctuating"}};
+    evidence.update(SpanEvidence(s, j, options_));
+    const std::string conf = Fixed(options_.confidence * 100, 0) + "% confidence";
+    const std::string over = " over the last " +
+                             Fixed(static_cast<double>(s.end_ns - s.start_ns) / 1e9, 0) + " s (" +
+                             std::to_string(s.samples) + " samples)";
     if (low) {
-      Emit(MakeFinding(Severity::kWarning, node, key.device, start, end,
-                       key.device + " on " + node +
-                           " is under-used: 95th percentile of "
-                           "utilisation " +
-                           Fixed(p95) + "% < " + Fixed(p95_threshold_, 0) + "% over the last " +
-                           std::to_string(scratch_.size()) + " samples",
+      Emit(MakeFinding(Severity::kWarning, node, key.device, s.start_ns, s.end_ns,
+                       key.device + " on " + node + " is under-used: " + Pct(s.share[0]) +
+                           " of values at or above " + Fixed(p95_threshold_, 0) + "%" + over +
+                           ", at most " + Pct(s.upper[0]) + " at " + conf +
+                           ", so its 95th percentile is below " + Fixed(p95_threshold_, 0) +
+                           "% (measured " + Fixed(p95) + "%, mean " + Fixed(mean) + "%)",
                        "Give the GPU more work per step: a larger batch size, mixed precision "
                        "with a larger model, or fewer GPUs / a smaller instance. Check the "
                        "data-loading and CPU rules: a starved GPU also shows as low "
                        "utilisation.",
                        evidence));
     } else {
-      Emit(MakeFinding(Severity::kWarning, node, key.device, start, end,
-                       key.device + " on " + node + " fluctuates: 95th percentile " + Fixed(p95) +
-                           "% but 5th percentile " + Fixed(p5) + "% < " + Fixed(p5_threshold_, 0) +
-                           "%",
+      Emit(MakeFinding(Severity::kWarning, node, key.device, s.start_ns, s.end_ns,
+                       key.device + " on " + node + " fluctuates" + over + ": " + Pct(s.share[0]) +
+                           " of values at or above " + Fixed(p95_threshold_, 0) + "% and " +
+                           Pct(s.share[1]) + " below " + Fixed(p5_threshold_, 0) +
+                           "% (each more than 5% at " + conf + "; 95th percentile " + Fixed(p95) +
+                           "%, 5th " + Fixed(p5) + "%)",
                        "The GPU alternates between busy and idle: look for host-side gaps "
                        "between steps, synchronisations (.item(), .cpu()), data-loading stalls "
                        "or periodic evaluation / checkpointing on the training path.",
@@ -212,7 +324,9 @@ class LowGpuUtilizationRule : public Rule {
   }
 
   double p95_threshold_, p5_threshold_;
-  int64_t window_, patience_;
+  int64_t window_, patience_, settle_ns_;
+  ShareOptions options_;
+  std::vector<JudgeFrom> from_;
   std::map<int32_t, Gpu> gpus_;
   std::vector<double> scratch_;
 };
@@ -332,9 +446,19 @@ class GpuMemoryIncreaseRule : public Rule {
       : Rule(spec, std::move(params)),
         increase_(this->params().Number("increase")),
         patience_(this->params().Integer("patience")),
-        window_(std::max<int64_t>(1, this->params().Integer("window"))) {}
+        window_(std::max<int64_t>(1, this->params().Integer("window"))),
+        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)) {}
+
+  void OnStep(const StepRow& s) override {
+    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
+    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
+  }
 
   void OnSnapshot(const Snapshot& snap) override {
+    // From `settle_s` after the node's first step (no steps: after `patience` values).
+    if (!Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_)) {
+      return;
+    }
     for (const SampleValue& v : snap.values) {
       if (ctx().Series(v.series).kind != MetricKind::kGpuMemUtil) continue;
       Gpu& g = gpus_[v.series];
@@ -356,7 +480,7 @@ class GpuMemoryIncreaseRule : public Rule {
       }
       ++g.count;
       ++result().datapoints;
-      if (g.count < 2 * window_ || g.count <= patience_) continue;
+      if (g.count < 2 * window_) continue;
       const double cur = g.cur_sum / static_cast<double>(window_);
       const double prev = g.prev_sum / static_cast<double>(window_);
       const double diff = cur - prev;
@@ -393,7 +517,8 @@ class GpuMemoryIncreaseRule : public Rule {
     Episode episode;
   };
   double increase_;
-  int64_t patience_, window_;
+  int64_t patience_, window_, settle_ns_;
+  std::vector<JudgeFrom> from_;
   std::map<int32_t, Gpu> gpus_;
 };
 
@@ -594,36 +719,59 @@ ParamSpec P(const char* name, json value, const char* description) {
 
 void AddSageMakerSystemRules(std::vector<BuiltinRule>* out) {
   const char* patience_doc =
+      "without training steps on the node: values (samples) skipped before the first check "
+      "(startup); with steps, judging starts `settle_s` after the first step";
+  const char* fixed_patience_doc =
       "values (samples) to record before the first check; startup is skipped this way";
+  auto share_params = [](std::vector<ParamSpec> v, bool window_s) {
+    v.push_back(P("settle_s", 5, "seconds after the node's first step before samples count"));
+    v.push_back(P("confidence", 0.95, "one-sided confidence of the bound on the share (0.5..1)"));
+    v.push_back(P("block_s", 2,
+                  "seconds of samples per block (the design effect is measured between blocks)"));
+    v.push_back(P("min_window_s", 20, "shortest span of recent samples judged, seconds"));
+    if (window_s) v.push_back(P("window_s", 300, "longest span of recent samples judged, seconds"));
+    v.push_back(P("min_samples", 10, "fewest samples in a span judged"));
+    return v;
+  };
   out->push_back(
       {{"CPUBottleneck",
-        "Fires when, in more than `threshold` % of the samples, a GPU was below "
-        "`gpu_threshold` % utilisation while a CPU core was above `cpu_threshold` %.",
+        "Fires when, with confidence, more than `threshold` % of the recent samples are "
+        "bottlenecks: a GPU below `gpu_threshold` % utilisation while a CPU core is above "
+        "`cpu_threshold` %.",
         true,
-        {P("threshold", 50, "percent of samples that must be bottlenecks"),
-         P("gpu_threshold", 10, "GPU utilisation (%) below which a GPU counts as idle"),
-         P("cpu_threshold", 90, "CPU core utilisation (%) above which a core counts as busy"),
-         P("patience", 1000, patience_doc)}},
+        share_params(
+            {P("threshold", 50, "percent of samples that must be bottlenecks (lower bound)"),
+             P("gpu_threshold", 10, "GPU utilisation (%) below which a GPU counts as idle"),
+             P("cpu_threshold", 90, "CPU core utilisation (%) above which a core counts as busy"),
+             P("patience", 1000, patience_doc)},
+            true)},
        FactoryOf<CpuBottleneckRule>()});
-  out->push_back({{"IOBottleneck",
-                   "Fires when, in more than `threshold` % of the samples, a GPU was below "
-                   "`gpu_threshold` % utilisation while I/O wait was above `io_threshold` %.",
-                   true,
-                   {P("threshold", 50, "percent of samples that must be bottlenecks"),
-                    P("gpu_threshold", 10, "GPU utilisation (%) below which a GPU counts as idle"),
-                    P("io_threshold", 50, "I/O wait (%) above which the node counts as I/O bound"),
-                    P("patience", 1000, patience_doc)}},
-                  FactoryOf<IoBottleneckRule>()});
-  out->push_back({{"LowGPUUtilization",
-                   "Per GPU: fires when the 95th percentile of utilisation over a window is below "
-                   "`threshold_p95` % (under-used), or above it while the 5th percentile is below "
-                   "`threshold_p5` % (fluctuating).",
-                   true,
-                   {P("threshold_p95", 70, "95th percentile (%) below which the GPU is under-used"),
-                    P("threshold_p5", 10, "5th percentile (%) below which a busy GPU fluctuates"),
-                    P("window", 500, "values per window the percentiles are computed over"),
-                    P("patience", 1000, patience_doc)}},
-                  FactoryOf<LowGpuUtilizationRule>()});
+  out->push_back(
+      {{"IOBottleneck",
+        "Fires when, with confidence, more than `threshold` % of the recent samples are "
+        "bottlenecks: a GPU below `gpu_threshold` % utilisation while I/O wait is above "
+        "`io_threshold` %.",
+        true,
+        share_params(
+            {P("threshold", 50, "percent of samples that must be bottlenecks (lower bound)"),
+             P("gpu_threshold", 10, "GPU utilisation (%) below which a GPU counts as idle"),
+             P("io_threshold", 50, "I/O wait (%) above which the node counts as I/O bound"),
+             P("patience", 1000, patience_doc)},
+            true)},
+       FactoryOf<IoBottleneckRule>()});
+  out->push_back(
+      {{"LowGPUUtilization",
+        "Per GPU, over recent spans: fires when the 95th percentile of utilisation is below "
+        "`threshold_p95` % with confidence (under-used: fewer than 5 % of values at or above it), "
+        "or above it while the 5th percentile is below `threshold_p5` % (fluctuating).",
+        true,
+        share_params(
+            {P("threshold_p95", 70, "95th percentile (%) below which the GPU is under-used"),
+             P("threshold_p5", 10, "5th percentile (%) below which a busy GPU fluctuates"),
+             P("window", 500, "values in the longest span judged"),
+             P("patience", 1000, patience_doc)},
+            false)},
+       FactoryOf<LowGpuUtilizationRule>()});
   out->push_back(
       {{"BatchSize",
         "Per GPU: fires when, over a window, the 95th percentiles of CPU, GPU and GPU memory "
@@ -632,15 +780,17 @@ void AddSageMakerSystemRules(std::vector<BuiltinRule>* out) {
         {P("cpu_threshold_p95", 70, "CPU 95th percentile (%) threshold"),
          P("gpu_threshold_p95", 70, "GPU 95th percentile (%) threshold"),
          P("gpu_memory_threshold_p95", 70, "GPU memory 95th percentile (%) threshold"),
-         P("patience", 1000, patience_doc), P("window", 500, "samples per window")}},
+         P("patience", 1000, fixed_patience_doc), P("window", 500, "samples per window")}},
        FactoryOf<BatchSizeRule>()});
   out->push_back(
       {{"GPUMemoryIncrease",
-        "Per GPU: fires when the mean memory utilisation of the last `window` samples exceeds "
-        "the mean of the `window` samples before by more than `increase` percentage points.",
+        "Per GPU, from `settle_s` after the node's first step: fires when the mean memory "
+        "utilisation of the last `window` samples exceeds the mean of the `window` samples "
+        "before by more than `increase` percentage points.",
         true,
         {P("increase", 5, "percentage points of memory utilisation"),
-         P("patience", 1000, patience_doc), P("window", 10, "samples per moving-average window")}},
+         P("patience", 1000, patience_doc), P("window", 10, "samples per moving-average window"),
+         P("settle_s", 5, "seconds after the node's first step before samples count")}},
        FactoryOf<GpuMemoryIncreaseRule>()});
   out->push_back(
       {{"LoadBalancing",
@@ -648,7 +798,7 @@ void AddSageMakerSystemRules(std::vector<BuiltinRule>* out) {
         "above `threshold` (0: same shape, 0.83: disjoint).",
         true,
         {P("threshold", 0.5, "Jensen-Shannon distance between two GPUs' histograms"),
-         P("patience", 1000, patience_doc)}},
+         P("patience", 1000, fixed_patience_doc)}},
        FactoryOf<LoadBalancingRule>()});
   out->push_back(
       {{"OverallSystemUsage",

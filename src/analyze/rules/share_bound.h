@@ -1,0 +1,192 @@
+#pragma once
+// The share of samples with a condition, judged with a confidence bound over the samples so
+// far instead of after a fixed count of samples or windows (issue 19). Used by CPUBottleneck,
+// IOBottleneck and LowGPUUtilization.
+//
+// Samples arrive in time order with up to two indicators (e.g. "GPU idle while a core is busy").
+// They are grouped into blocks of `block_ns` of data time. Each time a block closes, the spans
+// ending at the newest closed block are tried, one block longer each, back to `max_span_ns`
+// (older blocks are dropped); a span is judged once it covers `min_span_ns` and `min_samples`.
+// For a span with n samples of which k have the condition, the share p = k / n is bounded with
+// the Wilson score interval at one-sided confidence `confidence`, on an effective sample count
+// n / deff: samples of a system metric are autocorrelated (a busy second is followed by a busy
+// second), so the design effect deff = sum_j n_j (m_j - p)^2 / (J p (1 - p)) measured from the J
+// block means m_j (1 for independent samples, up to the block size when blocks are all-or-
+// nothing) discounts them; a span where every sample has the condition (or none) shows no
+// variation to measure it from and counts its samples. The bound is per span tested.
+//
+// Threads: a plain value; one thread at a time.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <nlohmann/json.hpp>
+
+namespace trainprof::analyze::rules {
+
+// The one-sided normal quantile for a confidence in (0.5, 1) (Acklam's rational approximation,
+// relative error < 1.2e-9): 0.95 -> 1.645, 0.99 -> 2.326.
+inline double NormalQuantile(double p) {
+  p = std::clamp(p, 1e-12, 1 - 1e-12);
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  const double lo = 0.02425, hi = 1 - lo;
+  if (p < lo) {
+    const double q = std::sqrt(-2 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > hi) {
+    const double q = std::sqrt(-2 * std::log(1 - p));
+    return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  const double q = p - 0.5, r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+// Wilson score bounds of a share p observed on n (effective) samples, z the normal quantile.
+inline double WilsonLower(double p, double n, double z) {
+  if (n <= 0) return 0;
+  const double z2 = z * z;
+  const double centre = p + z2 / (2 * n);
+  const double margin = z * std::sqrt(std::max(0.0, p * (1 - p) / n + z2 / (4 * n * n)));
+  return std::clamp((centre - margin) / (1 + z2 / n), 0.0, 1.0);
+}
+inline double WilsonUpper(double p, double n, double z) { return 1 - WilsonLower(1 - p, n, z); }
+
+struct ShareSpan {
+  int64_t start_ns = 0, end_ns = 0;  // first and last sample of the span
+  int64_t samples = 0, blocks = 0;
+  int64_t hits[2] = {0, 0};  // samples with each indicator
+  double share[2] = {0, 0};
+  double design_effect[2] = {1, 1};
+  double effective_samples[2] = {0, 0};
+  double lower[2] = {0, 0}, upper[2] = {1, 1};  // Wilson bounds of each share
+};
+
+struct ShareOptions {
+  int64_t block_ns = 2'000'000'000;
+  int64_t min_span_ns = 10'000'000'000;
+  int64_t max_span_ns = 300'000'000'000;
+  int64_t min_samples = 10;
+  int64_t max_samples = 0;  // > 0: spans hold at most this many samples (older blocks dropped)
+  double confidence = 0.95;
+};
+
+class ShareBound {
+ public:
+  explicit ShareBound(const ShareOptions& o = {}) : o_(o), z_(NormalQuantile(o.confidence)) {}
+
+  // Adds a sample; returns true when it closed a block (then Spans() has new spans to judge).
+  bool Add(int64_t ts_ns, bool a, bool b = false) {
+    bool closed = false;
+    if (!open_.samples || ts_ns - open_.start_ns >= o_.block_ns) {
+      if (open_.samples) {
+        blocks_.push_back(open_);
+        held_ += open_.samples;
+        while (!blocks_.empty() &&
+               (blocks_.back().end_ns - blocks_.front().start_ns > o_.max_span_ns ||
+                blocks_.size() > kMaxBlocks || (o_.max_samples > 0 && held_ > o_.max_samples))) {
+          held_ -= blocks_.front().samples;
+          blocks_.pop_front();
+        }
+        closed = true;
+      }
+      open_ = Block{};
+      open_.start_ns = ts_ns;
+    }
+    open_.end_ns = ts_ns;
+    ++open_.samples;
+    open_.hits[0] += a ? 1 : 0;
+    open_.hits[1] += b ? 1 : 0;
+    ++total_;
+    return closed;
+  }
+  int64_t total() const { return total_; }
+  void Clear() {
+    blocks_.clear();
+    held_ = 0;
+    open_ = Block{};
+  }
+
+  // Calls `judge(span)` for each span ending at the newest closed block, shortest first, that
+  // covers min_span_ns and min_samples; stops when it returns true.
+  template <typename F>
+  void Spans(F&& judge) const {
+    int64_t n = 0, k[2] = {0, 0};
+    double sq[2] = {0, 0};  // sum over blocks of hits^2 / samples
+    for (size_t i = blocks_.size(); i-- > 0;) {
+      const Block& bl = blocks_[i];
+      n += bl.samples;
+      for (int j = 0; j < 2; ++j) {
+        k[j] += bl.hits[j];
+        sq[j] += static_cast<double>(bl.hits[j]) * static_cast<double>(bl.hits[j]) /
+                 static_cast<double>(bl.samples);
+      }
+      const int64_t start = bl.start_ns, end = blocks_.back().end_ns;
+      if (end - start < o_.min_span_ns || n < o_.min_samples) continue;
+      ShareSpan s;
+      s.start_ns = start;
+      s.end_ns = end;
+      s.samples = n;
+      s.blocks = static_cast<int64_t>(blocks_.size() - i);
+      const double dn = static_cast<double>(n);
+      for (int j = 0; j < 2; ++j) {
+        const double p = static_cast<double>(k[j]) / dn;
+        double deff = 1;
+        if (p > 0 && p < 1) {
+          // sum_b n_b (m_b - p)^2 = sum_b h_b^2 / n_b - 2 p k + p^2 n
+          const double between = sq[j] - 2 * p * static_cast<double>(k[j]) + p * p * dn;
+          const double mean_block = dn / static_cast<double>(s.blocks);
+          deff = std::clamp(between / (static_cast<double>(s.blocks) * p * (1 - p)), 1.0,
+                            std::max(1.0, mean_block));
+        }
+        const double n_eff = static_cast<double>(n) / deff;
+        s.hits[j] = k[j];
+        s.share[j] = p;
+        s.design_effect[j] = deff;
+        s.effective_samples[j] = n_eff;
+        s.lower[j] = WilsonLower(p, n_eff, z_);
+        s.upper[j] = WilsonUpper(p, n_eff, z_);
+      }
+      if (judge(s)) return;
+    }
+  }
+  const ShareOptions& options() const { return o_; }
+  // The closed blocks from `start_ns` on as [[start_ns, samples, hits a, hits b], ...], at most
+  // `max_blocks` (the newest), for a finding's evidence.
+  nlohmann::json Blocks(int64_t start_ns, size_t max_blocks) const {
+    nlohmann::json out = nlohmann::json::array();
+    size_t first = 0;
+    while (first < blocks_.size() && blocks_[first].start_ns < start_ns) ++first;
+    if (blocks_.size() - first > max_blocks) first = blocks_.size() - max_blocks;
+    for (size_t i = first; i < blocks_.size(); ++i) {
+      const Block& b = blocks_[i];
+      out.push_back({b.start_ns, b.samples, b.hits[0], b.hits[1]});
+    }
+    return out;
+  }
+
+ private:
+  static constexpr size_t kMaxBlocks = 1024;  // bound whatever the parameters
+  struct Block {
+    int64_t start_ns = 0, end_ns = 0, samples = 0;
+    int64_t hits[2] = {0, 0};
+  };
+  ShareOptions o_;
+  double z_;
+  std::deque<Block> blocks_;
+  Block open_;
+  int64_t total_ = 0, held_ = 0;
+};
+
+}  // namespace trainprof::analyze::rules
