@@ -229,7 +229,7 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
   if (rule == "LowGPUUtilization") {
     auto mean = Number(ev, "mean_percent");
     if (!mean) return MissingEvidence("mean_percent");
-    return IdleGpuShare(r, *n, f, *mean, "the window that opened the finding");
+    return IdleGpuShare(r, *n, f, *mean, "the span of samples that decided it");
   }
   if (rule == "BatchSize") {
     auto mean = Number(ev, "gpu_mean_percent");
@@ -294,6 +294,15 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
     return PerRankTime(*n, *steps * *gap / 1e3,
                        "host-side gaps between the window's " + Fmt("%.0f", *steps) + " steps (" +
                            Fmt("%.3f", *gap) + " ms per step)");
+  }
+  if (rule == "Recompilation") {
+    auto excess = Number(ev, "excess_ms");
+    auto count = Number(ev, "recompiles_in_window");
+    if (!excess || !count) return MissingEvidence("excess_ms");
+    return PerRankTime(*n, *excess / 1e3,
+                       "time the " + Fmt("%.0f", *count) +
+                           " recompiling steps took beyond the usual step (" +
+                           Fmt("%.3f", *excess / 1e3) + " s)");
   }
   if (rule == "LongPauses") {
     auto pause = Number(ev, "pause_ms");

@@ -111,6 +111,10 @@ TEST_F(P3FindingCost, StepTimeRulesPriceTheRanksShareOfTheInstance) {
   auto g = Price(
       Make("GPUIdleBetweenSteps", "rank0", 100, 400, R"({"mean_gap_ms": 2000, "steps": 50})"));
   EXPECT_NEAR(*g.cost_usd, 0.41, kCent);
+  // Recompilation: 3 recompiles costing 2 700 ms beyond the usual step, the rank's share.
+  auto rc = Price(Make("Recompilation", "rank0", 100, 400,
+                       R"({"excess_ms": 2700, "recompiles_in_window": 3})"));
+  EXPECT_NEAR(*rc.cost_usd, 2.7 * rate, 1e-9);
 }
 
 TEST_F(P3FindingCost, MaxInitializationTimeIsTheClusterBilledUntilTheFirstStep) {

@@ -9,6 +9,7 @@ void RegisterBuiltinRules(RuleRegistry& registry) {
   AddSageMakerSystemRules(&rules);
   AddSageMakerFrameworkRules(&rules);
   AddOwnRules(&rules);
+  AddRecompilationRule(&rules);
   AddHealthRules(&rules);
   for (auto& r : rules) {
     TP_CHECK(registry.Register(std::move(r.spec), std::move(r.factory), /*builtin=*/true).ok());

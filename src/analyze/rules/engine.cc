@@ -92,7 +92,8 @@ void Classify(SeriesKey* key) {
 
 bool KeptCategory(const std::string& category, const std::string& name) {
   return category == model::kCategoryPhase || category == "collective" ||
-         category == "dataloader" || category == "metric" || name == "dataloader_init";
+         category == "dataloader" || category == "metric" || category == "compile" ||
+         name == "dataloader_init";
 }
 
 }  // namespace

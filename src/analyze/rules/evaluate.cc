@@ -23,7 +23,7 @@ StatusOr<std::unique_ptr<RuleEngine>> EvaluateRun(store::RunReader& reader,
   TP_ASSIGN_OR_RETURN(store::StepTable steps, reader.Steps());
   engine->Feed(steps);
   store::EventQuery query;
-  query.categories = {"phase", "collective", "dataloader", "metric"};
+  query.categories = {"phase", "collective", "dataloader", "metric", "compile"};
   TP_ASSIGN_OR_RETURN(store::EventTable events, reader.Events(query));
   engine->Feed(events);
   engine->Finalize();

@@ -116,7 +116,7 @@ Status LiveEvaluator::ReadNew() {
   }
   // The events rules read, from the chunks written since the last poll.
   store::EventQuery eq;
-  eq.categories = {"phase", "collective", "dataloader", "metric"};
+  eq.categories = {"phase", "collective", "dataloader", "metric", "compile"};
   TP_ASSIGN_OR_RETURN(store::EventTable events,
                       reader_->EventsSince(&events_, eq, /*refresh=*/false));
   if (events.size() > 0) {

@@ -11,6 +11,7 @@
 
 #include "analyze/rules/growth.h"
 #include "analyze/rules/rule_util.h"
+#include "analyze/rules/share_bound.h"
 #include "base/json_dump.h"
 
 namespace trainprof::analyze::rules {
@@ -707,6 +708,13 @@ class RankWindowRule : public Rule {
     r.gap_ms.push_back(static_cast<double>(gap) / 1e6);
     r.step_collective_ms.push_back(static_cast<double>(coll) / 1e6);
     r.own_ms.push_back(static_cast<double>(s.duration_ns + gap - coll) / 1e6);
+    if (recent_cap_ > 0) {
+      // The last recent_cap_ steps, across windows, for the checks of the open window.
+      r.recent.push_back({static_cast<double>(s.duration_ns + gap - coll) / 1e6,
+                          static_cast<double>(s.duration_ns) / 1e6, static_cast<double>(coll) / 1e6,
+                          static_cast<double>(gap) / 1e6});
+      if (r.recent.size() > recent_cap_) r.recent.pop_front();
+    }
     ++result().datapoints;
   }
   void OnSnapshot(const Snapshot& snap) override { gpus_.OnSnapshot(ctx(), snap); }
@@ -732,9 +740,19 @@ class RankWindowRule : public Rule {
     int64_t step_ns = 0, data_wait_ns = 0, collective_ns = 0;
     std::map<std::string, int64_t> collective_by_name;
     Episode episode;
+    bool early_fired = false;  // reported by a check of the open window
+    struct Cycle {
+      double own, step, coll, gap;  // ms
+    };
+    std::deque<Cycle> recent;  // the last recent_cap_ steps, kept across windows
   };
   using RankKey = std::pair<std::string, int64_t>;
-  virtual void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) = 0;
+  // `partial`: a check of the window so far (rules that decide before the window closes).
+  virtual void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end,
+                              bool partial) = 0;
+  // Data time between checks of the open window; 0: judged only when it closes.
+  int64_t early_check_ns_ = 0;
+  size_t recent_cap_ = 0;  // steps per rank kept for those checks
 
   // Whether a node (by name) has a GPU, for advice that fits the machine.
   bool HasGpu(const std::string& node_name) const {
@@ -751,15 +769,18 @@ class RankWindowRule : public Rule {
 
  private:
   void Tick(int64_t t) {
-    if (window_start_ns_ == 0) window_start_ns_ = t;
+    if (window_start_ns_ == 0) window_start_ns_ = last_check_ns_ = t;
     if (t - window_start_ns_ >= window_ns_) {
       Evaluate(t);
-      window_start_ns_ = t;
+      window_start_ns_ = last_check_ns_ = t;
+    } else if (early_check_ns_ > 0 && t - last_check_ns_ >= early_check_ns_) {
+      last_check_ns_ = t;
+      EvaluateWindow(ranks_, window_start_ns_, t, /*partial=*/true);
     }
     last_ns_ = t;
   }
   void Evaluate(int64_t end) {
-    EvaluateWindow(ranks_, window_start_ns_, end);
+    EvaluateWindow(ranks_, window_start_ns_, end, /*partial=*/false);
     for (auto& [key, r] : ranks_) {
       r.durations_ms.clear();
       r.own_ms.clear();
@@ -770,15 +791,20 @@ class RankWindowRule : public Rule {
     }
   }
   int64_t window_ns_;
-  int64_t window_start_ns_ = 0, last_ns_ = 0;
+  int64_t window_start_ns_ = 0, last_ns_ = 0, last_check_ns_ = 0;
   std::map<RankKey, Rank> ranks_;
 };
 
 class StragglerRankRule : public RankWindowRule {
  public:
   StragglerRankRule(const RuleSpec& spec, Params params)
-      : RankWindowRule(spec, std::move(params)), min_steps_(this->params().Integer("min_steps")) {
+      : RankWindowRule(spec, std::move(params)),
+        min_steps_(this->params().Integer("min_steps")),
+        early_min_steps_(std::max<int64_t>(3, this->params().Integer("early_min_steps"))),
+        z_(NormalQuantile(std::clamp(this->params().Number("confidence"), 0.5, 0.999999))) {
     max_gap_ns_ = static_cast<int64_t>(this->params().Number("max_gap_s") * kNsPerSecond);
+    early_check_ns_ = static_cast<int64_t>(this->params().Number("check_s") * kNsPerSecond);
+    recent_cap_ = static_cast<size_t>(std::min<int64_t>(early_min_steps_, 10000));
   }
 
  protected:
@@ -787,7 +813,13 @@ class StragglerRankRule : public RankWindowRule {
   // blame is the one with the most time of its own (outside collectives: compute, data loading,
   // gaps between steps), which is also the one that waits least in collectives. Without
   // collectives (independent processes) own time is the step cycle itself.
-  void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) override {
+  //
+  // Before the window closes (every `check_s` of data), a rank is named early when it is
+  // above the threshold on medians and, with confidence, on most of its steps: the Wilson lower
+  // bound of the share of its steps whose own time exceeds threshold_ratio x the median of
+  // ranks is above one half (each rank with at least `early_min_steps` steps in the window).
+  void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end,
+                      bool partial) override {
     struct Active {
       Rank* rank;
       const RankKey* key;
@@ -795,11 +827,28 @@ class StragglerRankRule : public RankWindowRule {
     };
     std::vector<Active> active;
     std::vector<double> owns;
+    // Each active rank's own time per step: the window's, or (partial) its last steps.
+    std::vector<std::vector<double>> own_of;
     for (auto& [key, r] : ranks) {
-      if (static_cast<int64_t>(r.own_ms.size()) < min_steps_) continue;
-      active.push_back(
-          {&r, &key, stats::Quantile(r.own_ms, 0.5), stats::Quantile(r.durations_ms, 0.5),
-           stats::Quantile(r.step_collective_ms, 0.5), stats::Quantile(r.gap_ms, 0.5)});
+      if (partial) {
+        if (static_cast<int64_t>(r.recent.size()) < early_min_steps_) continue;
+        std::vector<double> own, step, coll, gap;
+        for (const Rank::Cycle& c : r.recent) {
+          own.push_back(c.own);
+          step.push_back(c.step);
+          coll.push_back(c.coll);
+          gap.push_back(c.gap);
+        }
+        active.push_back({&r, &key, stats::Quantile(own, 0.5), stats::Quantile(step, 0.5),
+                          stats::Quantile(coll, 0.5), stats::Quantile(gap, 0.5)});
+        own_of.push_back(std::move(own));
+      } else {
+        if (static_cast<int64_t>(r.own_ms.size()) < min_steps_) continue;
+        active.push_back(
+            {&r, &key, stats::Quantile(r.own_ms, 0.5), stats::Quantile(r.durations_ms, 0.5),
+             stats::Quantile(r.step_collective_ms, 0.5), stats::Quantile(r.gap_ms, 0.5)});
+        own_of.push_back(r.own_ms);
+      }
       owns.push_back(active.back().own);
     }
     if (active.size() < 2) return;
@@ -809,8 +858,24 @@ class StragglerRankRule : public RankWindowRule {
       const Active& a = active[i];
       const double ratio = a.own / typical;
       const bool violating = ratio > threshold_;
-      if (violating) ++result().violations;
-      if (!a.rank->episode.Update(violating)) continue;
+      // The share of this rank's steps beyond the threshold, and its lower bound.
+      int64_t slow = 0;
+      for (double own : own_of[i]) slow += own > threshold_ * typical ? 1 : 0;
+      const double n_steps = static_cast<double>(own_of[i].size());
+      const double slow_share = static_cast<double>(slow) / n_steps;
+      const double slow_lower = WilsonLower(slow_share, n_steps, z_);
+      if (partial) {
+        // Named once while its recent steps stay slow; again only after they recovered.
+        if (!violating) a.rank->early_fired = false;
+        if (!violating || slow_lower <= 0.5 || a.rank->episode.open || a.rank->early_fired) {
+          continue;
+        }
+        a.rank->early_fired = true;
+      } else {
+        if (violating) ++result().violations;
+        const bool opened = a.rank->episode.Update(violating);
+        if (!opened || a.rank->early_fired) continue;  // already named by an early check
+      }
       double others_coll = 0;
       for (size_t j = 0; j < active.size(); ++j) {
         if (j != i) others_coll = std::max(others_coll, active[j].coll);
@@ -845,13 +910,26 @@ class StragglerRankRule : public RankWindowRule {
            {"rank_median_gap_ms", Round(a.gap, 3)},
            {"others_max_median_collective_ms", Round(others_coll, 3)},
            {"ranks_compared", active.size()},
-           {"steps_in_window", a.rank->own_ms.size()},
+           {"steps_in_window", own_of[i].size()},
+           {"slow_step_share", Round(slow_share)},
+           {"slow_step_share_lower", Round(slow_lower)},
+           {"decided", partial ? "early (open window)" : "window closed"},
+           {"own_ms", OwnPoints(own_of[i])},
            {"threshold_ratio", threshold_}}));
     }
   }
 
  private:
-  int64_t min_steps_;
+  // The rank's own time per step, the last 120 (for the finding's chart).
+  static json OwnPoints(const std::vector<double>& v) {
+    json out = json::array();
+    for (size_t i = v.size() > 120 ? v.size() - 120 : 0; i < v.size(); ++i) {
+      out.push_back(Round(v[i], 3));
+    }
+    return out;
+  }
+  int64_t min_steps_, early_min_steps_;
+  double z_;
 };
 
 class CommunicationBoundRule : public RankWindowRule {
@@ -859,7 +937,8 @@ class CommunicationBoundRule : public RankWindowRule {
   using RankWindowRule::RankWindowRule;
 
  protected:
-  void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end) override {
+  void EvaluateWindow(std::map<RankKey, Rank>& ranks, int64_t start, int64_t end,
+                      bool /*partial*/) override {
     for (auto& [key, r] : ranks) {
       if (r.step_ns <= 0) continue;
       const double share =
@@ -1159,7 +1238,12 @@ void AddOwnRules(std::vector<BuiltinRule>* out) {
         {P("threshold_ratio", 1.15, "rank median own time / median of ranks"),
          P("window_s", 60, "seconds per window"),
          P("min_steps", 5, "steps a rank needs in a window to be compared"),
-         P("max_gap_s", 10, "longer gaps between steps are pauses (LongPauses), not counted")}},
+         P("max_gap_s", 10, "longer gaps between steps are pauses (LongPauses), not counted"),
+         P("check_s", 2, "seconds of data between checks of the open window (0: none)"),
+         P("early_min_steps", 40,
+           "the open window is checked on each rank's last this many steps (all ranks need "
+           "them)"),
+         P("confidence", 0.95, "one-sided confidence of the early check's bound (0.5..1)")}},
        FactoryOf<StragglerRankRule>()});
   out->push_back(
       {{"CommunicationBound",

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -438,6 +439,82 @@ TEST(StragglerRankTest, SilentWhenRanksKeepPace) {
   RuleResult r = EvaluateOne(s.Finish(), "StragglerRank");
   EXPECT_SILENT_ON_DATA(r);
   EXPECT_GT(r.datapoints, 5000);
+}
+
+// The open window is checked every 2 s of data: a rank that turns slow in the middle of a
+// 60-s window is named from its last 40 steps, seconds after the onset, with the share of its
+// steps beyond the threshold and that share's Wilson bound (recomputed here from the evidence's
+// own_ms, the rank's own time per step).
+TEST(StragglerRankTest, NamedSecondsAfterItsOnsetInsideAWindow) {
+  Scenario s("straggler_onset");
+  const int64_t onset = kStart + 90 * kSec;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    int64_t t = kStart;
+    for (int64_t step = 0; t < kStart + 150 * kSec; ++step) {
+      const int64_t ms = Jitter(step + rank, rank == 1 && t >= onset ? 300 : 200) / kMs;
+      s.Step("n0", rank, step, t, 5 * kMs, ms * kMs * 3 / 10, ms * kMs * 6 / 10,
+             ms * kMs / 10 - 5 * kMs);
+      t += ms * kMs;
+    }
+  }
+  RuleResult r = EvaluateOne(s.Finish(), "StragglerRank");
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  EXPECT_EQ(f.device, "rank1");
+  EXPECT_GE(f.end_ns, onset + 6 * kSec);   // 40 steps, most of them slow
+  EXPECT_LE(f.end_ns, onset + 16 * kSec);  // not the window's end (kStart + 120 s)
+  nlohmann::json e = Evidence(f);
+  EXPECT_EQ(e["decided"], "early (open window)");
+  const auto own = e["own_ms"].get<std::vector<double>>();
+  ASSERT_EQ(own.size(), 40u);
+  const double typical = e["median_of_ranks_own_ms"].get<double>();
+  double slow = 0;
+  for (double v : own) slow += v > 1.15 * typical ? 1 : 0;
+  const double p = slow / 40, z = 1.6448536269514722, n = 40;
+  const double lower =
+      (p + z * z / (2 * n) - z * std::sqrt(p * (1 - p) / n + z * z / (4 * n * n))) /
+      (1 + z * z / n);
+  EXPECT_NEAR(e["slow_step_share"].get<double>(), p, 1e-4);
+  EXPECT_NEAR(e["slow_step_share_lower"].get<double>(), lower, 1e-4);
+  EXPECT_GT(lower, 0.5);
+}
+
+// torch.compile recompiling: steps of 100 ms; the first compile at step 0 and two recompiles
+// (a last smaller batch, eval mode) are normal; a third within the window, each 900 ms longer
+// than the usual step, fires with the time they cost.
+TEST(RecompilationTest, NamesRepeatedRecompilesWithTheirCost) {
+  auto run = [](int recompiles) {
+    Scenario s("recompile" + std::to_string(recompiles));
+    int64_t t = kStart;
+    std::vector<int64_t> at = {0, 600, 620, 640, 660};  // steps that compile
+    for (int64_t step = 0; step < 1200; ++step) {
+      const bool compiles =
+          std::find(at.begin(), at.begin() + 1 + recompiles, step) != at.begin() + 1 + recompiles;
+      const int64_t dur = (compiles ? 1000 : 100) * kMs;
+      s.Step("n0", 0, step, t, 5 * kMs, dur * 3 / 10, dur * 6 / 10, dur / 10 - 5 * kMs);
+      if (compiles) {
+        const int64_t graphs = 1 + (step == 0 ? 0 : 1 + (step - 600) / 20);
+        s.Span("n0", "compile", step == 0 ? "compile" : "recompile", t, dur, 0, 1000,
+               "{\"new_graphs\":1,\"graphs\":" + std::to_string(graphs) + "}");
+      }
+      t += dur;
+    }
+    return EvaluateOne(s.Finish(), "Recompilation");
+  };
+  EXPECT_SILENT_ON_DATA(run(2));
+  RuleResult r = run(4);
+  ASSERT_EQ(r.findings.size(), 1u);
+  const model::Finding& f = r.findings[0];
+  EXPECT_EQ(f.device, "rank0");
+  nlohmann::json e = Evidence(f);
+  EXPECT_EQ(e["recompiles_in_window"], 3);  // fired at the third
+  EXPECT_NEAR(e["typical_step_ms"].get<double>(), 100.0, 1e-6);
+  EXPECT_NEAR(e["excess_ms"].get<double>(), 3 * 900.0, 1e-3);
+  // From the first recompile's start (step 600) to the third's end (step 640): steps 600..640,
+  // 41 of them, three of 1 000 ms and 38 of 100 ms.
+  EXPECT_NEAR(e["since_first_ms"].get<double>(), 38 * 100.0 + 3 * 1000.0, 1e-3);
+  EXPECT_NEAR(e["time_share"].get<double>(), 2700.0 / 6800.0, 1e-4);
+  EXPECT_EQ(e["recompiles"].size(), 3u);
 }
 
 TEST(CommunicationBoundTest, FiresWhenCollectivesDominateSteps) {

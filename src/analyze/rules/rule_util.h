@@ -201,6 +201,7 @@ RuleFactory FactoryOf() {
 void AddSageMakerSystemRules(std::vector<BuiltinRule>* out);
 void AddSageMakerFrameworkRules(std::vector<BuiltinRule>* out);
 void AddOwnRules(std::vector<BuiltinRule>* out);
+void AddRecompilationRule(std::vector<BuiltinRule>* out);
 void AddHealthRules(std::vector<BuiltinRule>* out);  // health_rules.cc
 
 }  // namespace trainprof::analyze::rules
