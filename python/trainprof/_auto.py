@@ -215,13 +215,14 @@ def _patch_backward(torch) -> None:
 
 def _opt_enter(optimizer=None) -> None:
     if A.in_optimizer == 0:
-        if A.health_every and optimizer is not None:  # before the optimizer's time starts
+        A.opt_start = _perf()
+        A.opt_nested_ns = 0
+        # Inside opt.step()'s time, as a user's timer around it sees it (sampled steps only).
+        if A.health_every and optimizer is not None:
             try:
                 _note_grad_norm(optimizer)
             except Exception as exc:  # noqa: BLE001
                 warn_once("grad_norm", f"the gradient norm is not recorded: {exc}")
-        A.opt_start = _perf()
-        A.opt_nested_ns = 0
     A.in_optimizer += 1
 
 
