@@ -293,6 +293,19 @@ def store_trace(trace: dict, marker_ns: int, steps: list, category=None) -> int:
     if marker_us is None:
         warn_once("marker", "profiler trace has no clock marker; operator events not stored")
         return 0
+    # Thousands of events at once, off the step's path: blocks are allocated for them when
+    # this thread's pool of prepared blocks runs out, rather than the events being dropped.
+    R._rec.set_bulk(True)
+    try:
+        stored, bad = _store_trace_events(events, marker_ns, marker_us, steps, category)
+    finally:
+        R._rec.set_bulk(False)
+    if bad:
+        R._rec.add_counter("parse_errors", bad)
+    return stored
+
+
+def _store_trace_events(events, marker_ns: int, marker_us, steps: list, category) -> tuple:
     stored = 0
     bad = 0
     for e in events:
@@ -312,9 +325,7 @@ def store_trace(trace: dict, marker_ns: int, steps: list, category=None) -> int:
         R.record_span(str(e.get("name", "")), cat, start, start + dur, step=step, mode="train",
                       args=json.dumps(args) if args else None)
         stored += 1
-    if bad:
-        R._rec.add_counter("parse_errors", bad)
-    return stored
+    return stored, bad
 
 
 class PythonDetail(_Ranged):
@@ -384,6 +395,15 @@ def store_pstats(prof, lo: int, hi: int) -> int:
     stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, ct, callers)}
     rows = sorted(stats.items(), key=lambda kv: kv[1][3], reverse=True)[:MAX_FUNCTIONS]
     now = _perf()
+    R._rec.set_bulk(True)  # 500 records at once: see store_trace
+    try:
+        _store_pstats_rows(rows, now, lo, hi)
+    finally:
+        R._rec.set_bulk(False)
+    return len(rows)
+
+
+def _store_pstats_rows(rows: list, now: int, lo: int, hi: int) -> None:
     for (filename, line, func), (cc, nc, tt, ct, callers) in rows:
         R.record_instant(f"{func} ({filename}:{line})", "python_function", ts=now, step=hi,
                          mode="train",
@@ -392,7 +412,6 @@ def store_pstats(prof, lo: int, hi: int) -> int:
                                           "total_ns": int(tt * 1e9), "cumulative_ns": int(ct * 1e9),
                                           "steps": f"{lo}-{hi}", "callers": len(callers),
                                           "called_by": called_by(callers)}))
-    return len(rows)
 
 
 REQUEST_FILE = "detail-request.json"

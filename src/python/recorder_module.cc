@@ -477,9 +477,19 @@ PyObject* SetMeta(PyObject*, PyObject* args) {
 PyObject* Stats(PyObject*, PyObject*) {
   instrument::RecorderStats s = instrument::Stats();
   return Py_BuildValue(
-      "{s:L,s:L,s:L,s:L}", "dropped_events", static_cast<long long>(s.dropped_events),
+      "{s:L,s:L,s:L,s:L,s:L}", "dropped_events", static_cast<long long>(s.dropped_events),
+      "dropped_pool_empty_events", static_cast<long long>(s.dropped_pool_empty_events),
       "written_events", static_cast<long long>(s.written_events), "flushes",
       static_cast<long long>(s.flushes), "flush_cpu_ns", static_cast<long long>(s.flush_cpu_ns));
+}
+
+// set_bulk(on): bulk writes on this thread (instrument::SetBulkWrites): a profiler's events
+// stored at once allocate blocks rather than being dropped when the thread's pool runs out.
+PyObject* SetBulk(PyObject*, PyObject* arg) {
+  const int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  instrument::SetBulkWrites(on != 0);
+  Py_RETURN_NONE;
 }
 
 template <typename F>
@@ -495,6 +505,7 @@ PyMethodDef kMethods[] = {
     {"set_step", Fast(SetStep), METH_FASTCALL, "set_step(step or None, mode)"},
     {"start", Fast(Start), METH_VARARGS | METH_KEYWORDS, "start the recorder: '' or an error"},
     {"stop", Stop, METH_NOARGS, "flush and close: '' or an error"},
+    {"set_bulk", SetBulk, METH_O, "set_bulk(on): this thread's records may allocate blocks"},
     {"flush", Flush, METH_NOARGS, "make everything durable now: '' or an error"},
     {"active", Active, METH_NOARGS, nullptr},
     {"clock_offset_ns", ClockOffset, METH_NOARGS, "epoch ns minus CLOCK_MONOTONIC ns"},
