@@ -49,4 +49,10 @@ bool ProcessHasExited(pid_t pid);
 // A file's modification time (struct stat spells it differently per system).
 timespec ModificationTime(const struct stat& st);
 
+// For a process that reads large tables over and over (trainprof serve): the allocator keeps
+// freed memory of up to 256 MiB for reuse and serves blocks of up to 32 MiB from its heap, so
+// repeated reads do not map, fault in, zero and unmap fresh pages each time (glibc's mallopt;
+// elsewhere nothing).
+void KeepFreedMemoryForReuse();
+
 }  // namespace trainprof::platform

@@ -2,6 +2,7 @@
 // (src/collect, src/agent, src/instrument) that names Linux-only interfaces.
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -57,5 +58,12 @@ bool ProcessHasExited(pid_t pid) {
 }
 
 timespec ModificationTime(const struct stat& st) { return st.st_mtim; }
+
+void KeepFreedMemoryForReuse() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
 
 }  // namespace trainprof::platform

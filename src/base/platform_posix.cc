@@ -112,4 +112,6 @@ timespec ModificationTime(const struct stat& st) {
 #endif
 }
 
+void KeepFreedMemoryForReuse() {}
+
 }  // namespace trainprof::platform

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "base/files.h"
+#include "base/platform.h"
 #include "cli/command.h"
 #include "cli/report_providers.h"
 #include "serve/server.h"
@@ -38,6 +39,10 @@ Status RunServe(const ServeCmdOptions& o, std::ostream& out) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // The charts read millions of samples a request in slices (serve/api.cc): keep the
+  // slices' memory for the next one instead of faulting in fresh pages each time (a 24-hour
+  // run's nodes page: a quarter of the server's CPU).
+  platform::KeepFreedMemoryForReuse();
   TP_ASSIGN_OR_RETURN(auto server, serve::Server::Start(so));
   out << "trainprof serve: " << server->url() << "  (runs under";
   for (const std::string& r : so.roots) out << " " << r;

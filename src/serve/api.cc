@@ -1,6 +1,7 @@
 #include "serve/api.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -130,6 +131,28 @@ StatusOr<json> SeriesListJson(store::RunReader& reader) {
   return json{{"series", out}};
 }
 
+namespace {
+
+// "gpu10" after "gpu9": the text before the trailing digits, then their value.
+bool NaturalLess(const std::string& a, const std::string& b) {
+  const size_t pa = a.find_last_not_of("0123456789") + 1, pb = b.find_last_not_of("0123456789") + 1;
+  const std::string_view sa(a.data(), pa), sb(b.data(), pb);
+  if (sa != sb) return sa < sb;
+  const std::string_view da = std::string_view(a).substr(pa), db = std::string_view(b).substr(pb);
+  if (da.size() != db.size()) return da.size() < db.size();  // no leading zeros in devices
+  return da < db;
+}
+
+// Buckets of one series being filled: min, max, sum and count per bucket, as
+// report::Downsample computes them, but fed slice by slice.
+struct BucketFill {
+  std::vector<double> lo, hi, sum;
+  std::vector<int64_t> count;
+  int64_t samples = 0;
+};
+
+}  // namespace
+
 StatusOr<json> MetricJson(store::RunReader& reader, const Params& params) {
   store::MetricQuery q;
   auto metric = params.find("metric");
@@ -141,65 +164,106 @@ StatusOr<json> MetricJson(store::RunReader& reader, const Params& params) {
   q.devices = AllParams(params, "device");
   if (auto s = IntParam(params, "start")) q.start_ns = *s;
   if (auto e = IntParam(params, "end")) q.end_ns = *e;
-  TP_ASSIGN_OR_RETURN(store::MetricTable t, reader.SystemMetrics(q));
-  // Split by (node, device): one pass that looks the series up only when the key changes (the
-  // table comes in runs of one series), columns reserved, sorted only if out of order (series
-  // from several stores may interleave). A 24-hour, 100 ms GPU chart is 8 x 864 000 samples.
-  struct Cols {
-    std::vector<int64_t> ts;
-    std::vector<double> vs;
+  // The series' extent and size from the chunk index (no sample read): the default window, and
+  // how to cut the read into slices. A 24-hour, 100 ms GPU chart is 8 x 864 000 samples: read
+  // whole, its table (28 bytes a sample) and a copy per series were half a gigabyte of fresh
+  // memory a request, and the page faults and zeroing took more time than decoding; read in
+  // slices of about kSliceSamples into buckets, the memory stays small and is reused.
+  constexpr int64_t kSliceSamples = 1 << 18;
+  constexpr int64_t kMaxSlices = 4096;
+  TP_ASSIGN_OR_RETURN(auto listed, reader.ListSeries());
+  int64_t lo = store::kMaxTime, hi = store::kMinTime, total = 0;
+  auto selected = [](const std::vector<std::string>& filter, const std::string& v) {
+    return filter.empty() || std::find(filter.begin(), filter.end(), v) != filter.end();
   };
-  std::map<std::pair<int32_t, int32_t>, Cols> by;
-  int64_t lo = store::kMaxTime, hi = store::kMinTime;
-  Cols* cur = nullptr;
-  std::pair<int32_t, int32_t> cur_key{-1, -1};
-  for (size_t i = 0; i < t.size(); ++i) {
-    const std::pair<int32_t, int32_t> key{t.node[i], t.device[i]};
-    if (cur == nullptr || key != cur_key) {
-      cur = &by[key];
-      cur_key = key;
-      if (cur->ts.empty()) {
-        cur->ts.reserve(t.size() / 4 + 16);
-        cur->vs.reserve(t.size() / 4 + 16);
-      }
+  for (const store::NodeSeries& ns : listed) {
+    if (ns.series.metric != metric->second || ns.series.count <= 0 || !selected(q.nodes, ns.node) ||
+        !selected(q.devices, ns.series.device)) {
+      continue;
     }
-    cur->ts.push_back(t.timestamp_ns[i]);
-    cur->vs.push_back(t.value[i]);
-    lo = std::min(lo, t.timestamp_ns[i]);
-    hi = std::max(hi, t.timestamp_ns[i]);
+    lo = std::min(lo, ns.series.first_ns);
+    hi = std::max(hi, ns.series.last_ns);
+    total += ns.series.count;
   }
-  const int64_t start = q.start_ns != store::kMinTime ? q.start_ns : lo;
-  const int64_t end = q.end_ns != store::kMaxTime ? q.end_ns : hi + 1;
   const int points = Points(params);
-  json series = json::array();
-  for (auto& [key, cols] : by) {
-    if (!std::is_sorted(cols.ts.begin(), cols.ts.end())) {
-      std::vector<size_t> order(cols.ts.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_t a, size_t b) { return cols.ts[a] < cols.ts[b]; });
-      Cols sorted;
-      sorted.ts.reserve(order.size());
-      sorted.vs.reserve(order.size());
-      for (size_t i : order) {
-        sorted.ts.push_back(cols.ts[i]);
-        sorted.vs.push_back(cols.vs[i]);
+  std::map<std::pair<std::string, std::string>, BucketFill> fills;
+  int64_t start = 0, end = 0;
+  if (total > 0) {
+    start = q.start_ns != store::kMinTime ? q.start_ns : lo;
+    end = q.end_ns != store::kMaxTime ? q.end_ns : hi + 1;
+    if (end <= start) end = start + 1;
+  }
+  const double width = static_cast<double>(end - start) / points;
+  // Read [from, to): the window asked for, within the data's extent.
+  const int64_t from = std::max(start, lo), to = std::min(end, hi + 1);
+  const int64_t slices =
+      total > 0 && to > from ? std::clamp<int64_t>(total / kSliceSamples + 1, 1, kMaxSlices) : 0;
+  const int64_t slice_ns = slices > 0 ? (to - from + slices - 1) / slices : 0;
+  for (int64_t k = 0; k < slices; ++k) {
+    store::MetricQuery sq = q;
+    sq.start_ns = from + k * slice_ns;
+    sq.end_ns = k + 1 == slices ? to : std::min(to, from + (k + 1) * slice_ns);
+    if (sq.start_ns >= sq.end_ns) continue;
+    TP_ASSIGN_OR_RETURN(store::MetricTable t, reader.SystemMetrics(sq));
+    // The table comes in runs of one series: look the series up when the key changes.
+    BucketFill* cur = nullptr;
+    std::pair<int32_t, int32_t> cur_key{-1, -1};
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (cur == nullptr || t.node[i] != cur_key.first || t.device[i] != cur_key.second) {
+        cur_key = {t.node[i], t.device[i]};
+        cur = &fills[{t.nodes.at(cur_key.first), t.devices.at(cur_key.second)}];
+        if (cur->count.empty()) {
+          cur->lo.assign(static_cast<size_t>(points), 0);
+          cur->hi.assign(static_cast<size_t>(points), 0);
+          cur->sum.assign(static_cast<size_t>(points), 0);
+          cur->count.assign(static_cast<size_t>(points), 0);
+        }
       }
-      cols = std::move(sorted);
+      ++cur->samples;
+      const double v = t.value[i];
+      if (std::isnan(v)) continue;
+      // The bucket as report::Downsample picks it.
+      const auto b = static_cast<int64_t>(static_cast<double>(t.timestamp_ns[i] - start) / width);
+      const auto bucket = static_cast<size_t>(std::clamp<int64_t>(b, 0, points - 1));
+      if (cur->count[bucket] == 0) {
+        cur->lo[bucket] = cur->hi[bucket] = v;
+      } else {
+        cur->lo[bucket] = std::min(cur->lo[bucket], v);
+        cur->hi[bucket] = std::max(cur->hi[bucket], v);
+      }
+      cur->sum[bucket] += v;
+      ++cur->count[bucket];
     }
-    report::Band band =
-        report::Downsample(cols.ts.data(), cols.vs.data(), cols.ts.size(), start, end, points);
+  }
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const auto& [key, fill] : fills) keys.push_back(key);
+  std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return NaturalLess(a.first, b.first);
+    return NaturalLess(a.second, b.second);
+  });
+  json series = json::array();
+  for (const auto& key : keys) {
+    const BucketFill& f = fills[key];
+    report::Band band;
+    for (size_t k = 0; k < f.count.size(); ++k) {
+      if (f.count[k] == 0) continue;
+      band.ts_ns.push_back(start + static_cast<int64_t>(width * static_cast<double>(k)));
+      band.min.push_back(f.lo[k]);
+      band.max.push_back(f.hi[k]);
+      band.mean.push_back(f.sum[k] / static_cast<double>(f.count[k]));
+    }
     json s = report::BandToJson(band);
-    s["node"] = t.nodes.at(key.first);
-    s["device"] = t.devices.at(key.second);
-    s["samples"] = cols.ts.size();
+    s["node"] = key.first;
+    s["device"] = key.second;
+    s["samples"] = f.samples;
     series.push_back(std::move(s));
   }
+  const bool any = !fills.empty();
   const collect::MetricSpec* spec = collect::FindMetric(metric->second);
   return json{{"metric", metric->second},
               {"unit", spec != nullptr ? std::string(spec->unit) : std::string()},
-              {"start_ns", t.size() ? json(start) : json(nullptr)},
-              {"end_ns", t.size() ? json(end) : json(nullptr)},
+              {"start_ns", any ? json(start) : json(nullptr)},
+              {"end_ns", any ? json(end) : json(nullptr)},
               {"points", points},
               {"series", series}};
 }
