@@ -316,8 +316,10 @@ void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
     cpu_delta += own_cpu_delta;
     m.cpu_ticks = cpu;
     // A zombie (exited, not yet reaped) still shows its final CPU, which counts, but holds no
-    // memory or threads and is no longer a running process.
-    const bool exited = st.state == 'Z' || st.state == 'X';
+    // memory or threads and is no longer a running process; so does a process caught exiting,
+    // its memory already released but not yet a zombie (no resident page: a live process of the
+    // tree always has some).
+    const bool exited = st.state == 'Z' || st.state == 'X' || st.rss_pages == 0;
     const double own_rss_bytes = static_cast<double>(st.rss_pages) * page_bytes_;
     if (!exited) {
       rss_bytes += own_rss_bytes;
