@@ -115,11 +115,13 @@ def test_a_gpu_rule_fires_on_the_gpu_planted_idle_and_only_on_it(tmp_path, repla
     run = tmp_path / "run"
     replay = _planted_two_gpus(tmp_path / "two.json")
     cfg = tmp_path / "rules.json"
+    # Judged from the first step (settle_s 0); under-used once 52 values below 70 % bound the
+    # share at or above it under 5 % (5.2 s at 100 ms): an 8-s job.
     cfg.write_text(json.dumps({"rules": {"LowGPUUtilization": {
-        "parameters": {"patience": 10, "window": 10}}}}))
+        "parameters": {"settle_s": 0, "min_window_s": 2}}}}))
     proc = subprocess.run([*trainprof_command(), "record", "--out", str(run), "--interval", "100ms",
                            "--rules-config", str(cfg), "--", sys.executable, "-c", STEPPING_JOB,
-                           "4"],
+                           "8"],
                           env=replay_env(replay), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     util = _series(run, "gpu_utilization_ratio")
