@@ -89,6 +89,10 @@ Status RecordingSession::StartSampling(const std::vector<int>& root_pids) {
   if (const char* nvml = std::getenv("TRAINPROF_NVML_LIBRARY"); nvml != nullptr && *nvml) {
     context.nvml_library = nvml;
   }
+  // The host's /proc mounted elsewhere (a container), or a prepared tree (benches).
+  if (const char* proc = std::getenv("TRAINPROF_PROC_ROOT"); proc != nullptr && *proc) {
+    context.proc_root = proc;
+  }
   std::vector<std::unique_ptr<collect::Collector>> collectors;
   if (options_.collector_factory) {
     collectors = options_.collector_factory(context);
