@@ -50,7 +50,7 @@ if [[ ${BENCH_SKIP_SETUP:-0} != 1 ]]; then
 fi
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
   # The bench programs and the CLI the sections run (build/bench/src/cli/trainprof).
-  TARGETS="store_bench collect_bench instrument_bench import_bench report_bench soak_recorder nvml_replay trainprof"
+  TARGETS="store_bench collect_bench instrument_bench import_bench report_bench span_load_native soak_recorder nvml_replay trainprof"
   echo "== build (build/bench, Release: $TARGETS; log: $OUT/build.log)"
   if ! flock "$LOCK" bash -c "cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DTRAINPROF_BUILD_BENCH=ON -DTRAINPROF_BUILD_TESTS=OFF &&

@@ -18,9 +18,16 @@ machine and the GIL do to a call that cannot block at all.
 Checked: stored + dropped = emitted exactly (the run read back per process; the recorder's
 dropped counter), the recorder's memory bounded (each process's peak RSS, and its RSS at the
 first and the last second). Prints the distribution and met / NOT met for
-"no call blocks longer than 10 us on trainprof".
+"no call blocks longer than 10 us on trainprof", two ways:
+  - the longest call, whatever held it up (with more threads than cores, the scheduler's
+    preemption shows here as in the control);
+  - the calls over 10 us that trainprof itself caused: those with page faults and no switch
+    (the control, which allocates nothing, has none), and, in the native load (--native:
+    bench/span_load_native, the same load from C++ threads calling the recorder directly, no
+    GIL in the window), those with a voluntary switch: there nothing but the recorder can
+    block the thread.
 
-    python bench/span_load.py --procs 16 --threads 8 --seconds 30
+    python bench/span_load.py --procs 16 --threads 8 --seconds 30 [--native PATH]
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -115,9 +123,12 @@ CHILD = textwrap.dedent("""
 """) % {"buckets": BUCKETS_US[:-1]}
 
 
-def run_load(run_dir: Path, procs: int, threads: int, seconds: float, control: bool) -> dict:
-    """Runs the load (or its control) and returns the per-process reports, merged."""
-    ps = [subprocess.Popen([sys.executable, "-c", CHILD, str(run_dir), str(threads), str(seconds),
+def run_load(run_dir: Path, procs: int, threads: int, seconds: float, control: bool,
+             native: str | None = None) -> dict:
+    """Runs the load (or its control) and returns the per-process reports, merged. `native`:
+    the C++ load program instead of Python children."""
+    cmd = [native] if native else [sys.executable, "-c", CHILD]
+    ps = [subprocess.Popen([*cmd, str(run_dir), str(threads), str(seconds),
                             "1" if control else "0"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True) for _ in range(procs)]
     reports = []
@@ -177,21 +188,56 @@ def describe(name: str, m: dict) -> str:
     return "\n".join(lines)
 
 
-def measure(procs: int, threads: int, seconds: float, work: Path) -> dict:
+def measure(procs: int, threads: int, seconds: float, work: Path, native: str | None = None) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
     run_dir = work / "run"
-    load = run_load(run_dir, procs, threads, seconds, control=False)
-    control = run_load(work / "control", procs, threads, seconds, control=True)
+    load = run_load(run_dir, procs, threads, seconds, control=False, native=native)
+    control = run_load(work / "control", procs, threads, seconds, control=True, native=native)
     stored = stored_per_pid(run_dir)
     accounting = []
     for r in load["reports"]:
         s = r["stats"]
         emitted = sum(t["calls"] for t in r["threads"])
         accounting.append({"pid": r["pid"], "emitted": emitted, "written": s["written_events"],
-                           "dropped": s["dropped_events"], "stored": stored.get(r["pid"], 0)})
+                           "dropped": s["dropped_events"],
+                           "dropped_pool_empty": s.get("dropped_pool_empty_events", 0),
+                           "stored": stored.get(r["pid"], 0)})
     return {"load": load, "control": control, "accounting": accounting,
             "peak_rss_mib": max(r["peak_rss_kib"] for r in load["reports"]) / 1024,
             "rss_growth_mib": max(r["rss_last_kib"] - r["rss_first_kib"]
                                   for r in load["reports"]) / 1024}
+
+
+def report(label: str, m: dict, native: bool) -> tuple[bool, bool, float, int]:
+    """Prints one load's figures; returns (exact, own blocking is zero, longest us, own count)."""
+    print(describe(f"{label} record_span", m["load"]))
+    print(describe(f"{label} control (no-op call)", m["control"]))
+    exact = all(x["stored"] + x["dropped"] == x["emitted"] for x in m["accounting"])
+    emitted = sum(x["emitted"] for x in m["accounting"])
+    dropped = sum(x["dropped"] for x in m["accounting"])
+    pool_empty = sum(x["dropped_pool_empty"] for x in m["accounting"])
+    stored = sum(x["stored"] for x in m["accounting"])
+    print(f"{label} emitted {emitted:,} = stored {stored:,} + dropped {dropped:,} (of them "
+          f"{pool_empty:,} with the thread's pool of prepared blocks empty): "
+          f"{'exact' if exact else 'NOT exact'}")
+    print(f"{label} recorder memory: peak RSS {m['peak_rss_mib']:.0f} MiB per process, growth "
+          f"from the first to the last second {m['rss_growth_mib']:.1f} MiB")
+    load, control = m["load"]["slow"], m["control"]["slow"]
+    worst_us = m["load"]["max_ns"] / 1000
+    print(f"{label} longest record_span call {worst_us:.1f} us, control "
+          f"{m['control']['max_ns'] / 1000:.1f} us (target <= {TARGET_US:g} us): "
+          f"{'met' if worst_us <= TARGET_US else 'NOT met'}")
+    own = load["faulted"] + (load["blocked"] if native else 0)
+    what = "page faults and no switch" + (" or a voluntary switch" if native else "")
+    print(f"{label} calls over 10 us that trainprof caused ({what}): {own} (control "
+          f"{control['faulted'] + (control['blocked'] if native else 0)}): "
+          f"{'met' if own == 0 else 'NOT met'}; the rest: preempted {load['preempted']} "
+          f"(control {control['preempted']}), none of these {load['neither']} (control "
+          f"{control['neither']})" + ("" if native else f", voluntary switch (trainprof or "
+                                      f"the GIL) {load['blocked']} (control "
+                                      f"{control['blocked']})"))
+    print(f"{label} stored + dropped = emitted: {'met' if exact else 'NOT met'}")
+    return exact, own == 0, worst_us, own
 
 
 def main() -> int:
@@ -199,35 +245,33 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=16)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--native", help="bench/span_load_native: also run the load from C++")
     ap.add_argument("--record", action="store_true", help="add the figures to the bench results")
     a = ap.parse_args()
+    print(f"{a.procs} processes x {a.threads} threads x {a.seconds:g} s on {platform.node()} "
+          f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the start)")
     with tempfile.TemporaryDirectory(prefix="tp_span_load_") as tmp:
-        m = measure(a.procs, a.threads, a.seconds, Path(tmp))
-    print(f"{a.procs} processes x {a.threads} threads x {a.seconds:g} s")
-    print(describe("record_span", m["load"]))
-    print(describe("control (no-op C call)", m["control"]))
-    exact = all(x["stored"] + x["dropped"] == x["emitted"] for x in m["accounting"])
-    emitted = sum(x["emitted"] for x in m["accounting"])
-    dropped = sum(x["dropped"] for x in m["accounting"])
-    stored = sum(x["stored"] for x in m["accounting"])
-    print(f"emitted {emitted:,} = stored {stored:,} + dropped {dropped:,}: "
-          f"{'exact' if exact else 'NOT exact'}")
-    print(f"recorder memory: peak RSS {m['peak_rss_mib']:.0f} MiB per process, growth from the "
-          f"first to the last second {m['rss_growth_mib']:.1f} MiB")
-    blocked = m["load"]["slow"]["blocked"]
-    worst_us = m["load"]["max_ns"] / 1000
-    print(f"longest record_span call {worst_us:.1f} us (target <= {TARGET_US:g} us): "
-          f"{'met' if worst_us <= TARGET_US else 'NOT met'}; over 10 us with a voluntary switch "
-          f"(trainprof or the GIL) {blocked}, control {m['control']['slow']['blocked']}; with "
-          f"page faults and no switch {m['load']['slow']['faulted']}, control "
-          f"{m['control']['slow']['faulted']}")
-    print(f"stored + dropped = emitted: {'met' if exact else 'NOT met'}")
+        m = measure(a.procs, a.threads, a.seconds, Path(tmp) / "py")
+    exact, own_zero, _, own = report("python:", m, native=False)
+    native_m = None
+    if a.native:
+        with tempfile.TemporaryDirectory(prefix="tp_span_load_native_") as tmp:
+            native_m = measure(a.procs, a.threads, a.seconds, Path(tmp) / "native", a.native)
+        n_exact, n_own_zero, _, n_own = report("native:", native_m, native=True)
+        exact = exact and n_exact
     if a.record:
         sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
         import results  # noqa: E402
         results.add("span_load.max_call_us", m["load"]["max_ns"] / 1000)
         results.add("span_load.slow_calls_per_million", slow_per_million(m["load"]))
         results.add("span_load.peak_rss_mib", m["peak_rss_mib"])
+        results.add("span_load.own_slow_calls", own)
+        if native_m is not None:
+            results.add("span_load.native_own_slow_calls", n_own)
+            results.add("span_load.native_max_call_us", native_m["load"]["max_ns"] / 1000)
+        else:
+            results.skip("span_load.native_own_slow_calls", "no --native program")
+            results.skip("span_load.native_max_call_us", "no --native program")
     return 0 if exact else 1
 
 
