@@ -4,14 +4,21 @@ by `trainprof record --live-rules-every 1` with the default rules (issue 19).
 
 Each planted job (bench/ttf_job.py) runs healthy for a few seconds after its first step, then
 plants its problem and writes the wall time of the onset to a file: the truth, from the job
-itself. The rules' actions are configured with one `command` action (under ProfilerReport: every
-rule) that appends the wall time at which it ran and the finding to a JSON-lines file: the time
-the finding was acted on, as a user's checkpoint hook would see it. Time to finding = the first
-finding of the expected rule minus the onset; target <= 60 s. Any other rule that fires is
-listed (on the healthy run, any finding at all is a failure).
+itself. The problems: host memory leak, data-loader starvation, step-time outliers, slow
+initialisation (MaxInitializationTime's threshold set to 15 s: the onset is the moment it
+passed), CPU-bound steps and I/O-bound input (with a replayed GPU that idles from the onset),
+low GPU utilisation and GPU memory growth (replayed NVML, tests/nvml_replay: the job's onset
+file switches the replayed GPU to its planted samples), one rank slower than the other (two
+processes, gloo), repeated torch.compile recompilation, and training health (a learning rate
+x 1e6: the loss becomes NaN; a learning rate of 0: the loss stops falling). The rules' actions are configured
+with one `command` action (under ProfilerReport: every rule) that appends the wall time at which
+it ran and the finding to a JSON-lines file: the time the finding was acted on, as a user's
+checkpoint hook would see it. Time to finding = the first finding of an expected rule minus the
+onset; target <= 60 s. Any other rule that fires is listed (on the healthy run, which has a
+replayed healthy GPU, any finding at all is a failure).
 
     .venv/bin/python bench/time_to_finding.py                 # every problem, 10-minute healthy run
-    .venv/bin/python bench/time_to_finding.py --quick         # leak + healthy, well under 60 s
+    .venv/bin/python bench/time_to_finding.py --quick         # the test command's short version
     .venv/bin/python bench/time_to_finding.py --problems leak,starvation --healthy-seconds 60
 
 Prints one row per problem (onset -> finding, met / NOT met) and, with $BENCH_RESULTS set (by
@@ -25,7 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,9 +54,27 @@ PROBLEMS = {
     "leak": ("leak", {"HostMemoryGrowth"}),
     "starvation": ("starvation", {"DataLoaderStarvation"}),
     "outliers": ("outliers", {"StepOutlier"}),
+    "slow_init": ("slow_init", {"MaxInitializationTime"}),
+    "cpu_bound": ("cpu_bound", {"CPUBottleneck"}),
+    "io_bound": ("io_bound", {"IOBottleneck", "DataLoaderStarvation"}),
+    "low_gpu": ("low_gpu", {"LowGPUUtilization"}),
+    "gpu_memory": ("gpu_memory", {"GPUMemoryGrowth", "GPUMemoryIncrease"}),
+    "straggler": ("straggler", {"StragglerRank"}),
+    "recompile": ("recompile", {"Recompilation"}),
     "loss_nan": ("loss_nan", {"LossNaN"}),
     "loss_flat": ("loss_flat", {"LossNotDecreasing"}),
 }
+# What the replayed GPU does from the onset on, for the problems recorded with one (NVML replay
+# library, tests/nvml_replay; the job creates the switch file at its onset). The healthy run
+# has the same GPU, healthy throughout.
+GPU_ONSET = {"cpu_bound": "idle", "io_bound": "idle", "low_gpu": "low", "gpu_memory": "grows"}
+GPU_PROBLEMS = set(GPU_ONSET)
+REPLAY_LIB = ROOT / "build" / "py" / "tests" / "nvml_replay" / "libnvml_replay.so"
+GPU_TOTAL = 80 * 2**30
+# MaxInitializationTime judges minutes (20 by default): the planted slow start is judged
+# against 15 s, and its onset is the moment initialisation passed them.
+SLOW_INIT_THRESHOLD_S = 15.0
+QUICK = ["leak", "low_gpu", "gpu_memory", "recompile"]
 # The action: append {"t": wall time, "finding": ...} to the file named by its argument.
 ACTION = ("import json, sys, time; f = json.load(sys.stdin); "
           "open(sys.argv[1], 'a').write(json.dumps({'t': time.time(), 'finding': f}) + '\\n')")
@@ -65,6 +93,38 @@ def trainprof_command() -> list[str]:
     return [found]
 
 
+def replay_file(path: Path, onset: str | None, onset_file: Path) -> None:
+    """A one-GPU NVML replay (format: tests/nvml_replay/README.md): a busy GPU (88-99 %
+    utilisation, 30 GiB of 80 GiB in use) whose samples switch, once `onset_file` exists, to
+    the planted ones: idle (0-5 %), low (20-40 %) or memory growing 0.6 % of the GPU a sample."""
+    rnd = random.Random(19)
+
+    def sample(util: float, used: float) -> dict:
+        return {"utilization": [round(util), round(util / 2)], "memory": [int(used), GPU_TOTAL],
+                "temperature_c": 60, "power_mw": 300000}
+
+    healthy = [sample(rnd.uniform(88, 99), 30 * 2**30) for _ in range(4000)]
+    dev = {"name": "NVIDIA H100 80GB HBM3 (replayed)", "uuid": "GPU-ttf-0", "samples": healthy}
+    if onset is not None:
+        if onset == "idle":
+            after = [sample(rnd.uniform(0, 5), 30 * 2**30) for _ in range(4000)]
+        elif onset == "low":
+            after = [sample(rnd.uniform(20, 40), 30 * 2**30) for _ in range(4000)]
+        else:
+            after = [sample(rnd.uniform(88, 99),
+                            min(GPU_TOTAL * 0.995, 30 * 2**30 + 0.006 * GPU_TOTAL * k))
+                     for k in range(400)]
+        dev["onset_file"] = str(onset_file)
+        dev["onset_samples"] = after
+    path.write_text(json.dumps({"devices": [dev]}))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start(name: str, mode: str, work: Path, seconds: float, onset: float,
           interval: str) -> dict:
     """Starts `trainprof record` of one planted job; returns its handles."""
@@ -74,14 +134,33 @@ def start(name: str, mode: str, work: Path, seconds: float, onset: float,
     config = {"rules": {"ProfilerReport": {"actions": [
         {"type": "log"},
         {"type": "command", "command": [sys.executable, "-c", ACTION, str(findings)]}]}}}
+    if mode == "slow_init":
+        config["rules"]["MaxInitializationTime"] = {
+            "parameters": {"threshold": SLOW_INIT_THRESHOLD_S / 60}}
     (d / "rules.json").write_text(json.dumps(config))
+    env = dict(os.environ)
+    gpu = mode in GPU_PROBLEMS or mode == "healthy"
+    job_args = ["--mode", mode, "--seconds", str(seconds), "--onset", str(onset),
+                "--onset-file", str(d / "onset.json"), "--stop-file", str(d / "stop")]
+    if gpu:
+        if not REPLAY_LIB.exists():
+            raise RuntimeError(f"{REPLAY_LIB} not built (tpbuild nvml_replay)")
+        replay_file(d / "nvml.json", GPU_ONSET.get(mode), d / "gpu_onset")
+        env["TRAINPROF_NVML_LIBRARY"] = str(REPLAY_LIB)
+        env["TRAINPROF_NVML_REPLAY"] = str(d / "nvml.json")
+        job_args += ["--gpu-onset-file", str(d / "gpu_onset")]
+    if mode == "slow_init":
+        job_args += ["--init-seconds", str(SLOW_INIT_THRESHOLD_S + 45),
+                     "--init-threshold", str(SLOW_INIT_THRESHOLD_S)]
+    launcher = [sys.executable, str(JOB)]
+    if mode == "straggler":  # two processes, gloo
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                    f"--master_port={free_port()}", str(JOB)]
     cmd = [*trainprof_command(), "record", "--out", str(d / "run"), "--interval", interval,
-           "--no-gpu", "--rules-config", str(d / "rules.json"), "--live-rules-every", "1", "--",
-           sys.executable, str(JOB), "--mode", mode, "--seconds", str(seconds),
-           "--onset", str(onset), "--onset-file", str(d / "onset.json"),
-           "--stop-file", str(d / "stop")]
+           *([] if gpu else ["--no-gpu"]), "--rules-config", str(d / "rules.json"),
+           "--live-rules-every", "1", "--", *launcher, *job_args]
     log = open(d / "record.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
     return {"name": name, "mode": mode, "dir": d, "proc": proc, "log": log,
             "findings": findings, "began": time.time()}
 
@@ -160,7 +239,9 @@ def judge(j: dict) -> dict:
     return {"problem": j["name"], "expected": sorted(wanted),
             "onset_s": round(onset - j["began"], 1),
             "seconds": None if seconds is None else round(seconds, 1),
+            "rule": hit["finding"]["rule"] if hit else None,
             "message": hit["finding"]["message"] if hit else None,
+            "evidence": hit["finding"].get("evidence") if hit else None,
             "others": sorted({r["finding"]["rule"] for r in got} - wanted),
             "met": seconds is not None and 0 <= seconds <= TARGET_S}
 
@@ -176,26 +257,32 @@ def main() -> int:
                     help="seconds after the onset a planted job runs at most")
     ap.add_argument("--interval", default="500ms", help="record's sampling interval")
     ap.add_argument("--quick", action="store_true",
-                    help="the leak and a 30-s healthy run only (the test command's version)")
-    ap.add_argument("--parallel", type=int, default=2,
-                    help="jobs recorded at once, the healthy one included (default 2)")
+                    help="the test command's version: " + ", ".join(QUICK) + " and a 30-s "
+                    "healthy run, all at once (the jobs mostly sleep)")
+    ap.add_argument("--parallel", type=int, default=None,
+                    help="jobs recorded at once, the healthy one included (default 2; "
+                    "--quick: all)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     a = ap.parse_args()
     problems = [p for p in a.problems.split(",") if p]
     healthy = a.healthy_seconds
+    parallel = a.parallel or 2
     if a.quick:
-        problems, healthy = ["leak"], min(healthy, 30)
+        problems, healthy = list(QUICK), min(healthy, 30)
+        parallel = a.parallel or len(problems) + 1
     for p in problems:
         if p not in PROBLEMS:
             print(f"time_to_finding: unknown problem {p!r} (known: {', '.join(PROBLEMS)})",
                   file=sys.stderr)
             return 2
     try:
-        rows = run(problems, healthy, a.onset, a.wait, a.interval, a.keep, max(1, a.parallel))
+        rows = run(problems, healthy, a.onset, a.wait, a.interval, a.keep, max(1, parallel))
     except RuntimeError as e:
         print(f"time_to_finding: {e}", file=sys.stderr)
         return 2
+    machine = f"{platform.node()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    print(f"time to finding on {machine}")
     print(f"{'problem':<12} {'rule':<22} {'onset':>7} {'to finding':>11}  target   verdict")
     for r in rows:
         if r["problem"] == "healthy":
@@ -206,7 +293,8 @@ def main() -> int:
                 print(f"    {m}")
             continue
         secs = "never" if r["seconds"] is None else f"{r['seconds']:.1f} s"
-        print(f"{r['problem']:<12} {'/'.join(r['expected']):<22} {r['onset_s']:>6.1f}s "
+        rule = r["rule"] or "/".join(r["expected"])
+        print(f"{r['problem']:<12} {rule:<22} {r['onset_s']:>6.1f}s "
               f"{secs:>11}  <= {TARGET_S:.0f} s  {'met' if r['met'] else 'NOT met'}")
         if r["message"]:
             print(f"    {r['message']}")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Time to finding (issue 19): planted problems in real PyTorch (CPU) jobs recorded with live
 # rules every second (bench/time_to_finding.py); seconds from each onset to its finding, and
-# findings on a healthy run (10 minutes; quick mode: the leak and 30 s of healthy run).
+# findings on a healthy run (10 minutes; quick mode: the test command's short version, leak, low
+# GPU, GPU memory and recompilation with 30 s of healthy run, all at once).
 set -euo pipefail
 OUT=$1
 cd "$(dirname "$0")/../.."
