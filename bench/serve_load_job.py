@@ -9,6 +9,7 @@ the steps of any time window (the one its clients ran in).
 import argparse
 import json
 import time
+from pathlib import Path
 
 import torch
 
@@ -18,6 +19,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=40)
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--out", required=True)
+    p.add_argument("--stop-file", default=None, help="end early once this file exists")
     a = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -30,7 +32,8 @@ def main() -> None:
     loss_fn = torch.nn.CrossEntropyLoss()
     starts, durations = [], []
     end = time.time() + a.seconds
-    while time.time() < end:
+    stop = Path(a.stop_file) if a.stop_file else None
+    while time.time() < end and not (stop and stop.exists()):
         loader = torch.utils.data.DataLoader(data, batch_size=256, shuffle=True, num_workers=0)
         for x, y in loader:
             t0 = time.perf_counter()
@@ -40,7 +43,7 @@ def main() -> None:
             opt.step()
             durations.append(time.perf_counter() - t0)
             starts.append(wall)
-            if wall > end:
+            if wall > end or (stop and len(starts) % 64 == 0 and stop.exists()):
                 break
     with open(a.out, "w") as f:
         json.dump({"start_s": starts, "duration_s": durations}, f)
