@@ -126,7 +126,11 @@ struct ThreadBuffer {
   std::vector<Block*> reserve;  // drained blocks kept for the next refills
   uint64_t read_seen = 0;       // pool_read at the last refill
   int64_t starved_seen = 0, starved_bytes_seen = 0;
-  int64_t peak_blocks_per_refill = 0;  // the busiest refill period lately (decays)
+  // The busiest refill period lately: the most blocks taken in one refill period this flush
+  // interval, and before it (halved each interval: an idle thread's pool shrinks).
+  int64_t peak_blocks_per_refill = 0;
+  int64_t peak_this_interval = 0;
+  int64_t refills_this_interval = 0;
   // Shared.
   std::atomic<int64_t> consumed{0};
   std::atomic<int64_t> dropped{0};
@@ -332,11 +336,11 @@ Block* TakeBlock(ThreadBuffer* b, size_t need) {
   return capacity == kBlockBytes ? NewPreparedBlock() : NewBlock(capacity);
 }
 
-// Tops up the pool of `b` (the keeper, under pool_mu) to what its thread took in its
-// busiest refill period lately, kPoolPeriods times over and at least kMinPoolBlocks: from the
-// drained blocks kept in reserve first, then new prepared blocks, within the memory bound. The
-// reserve keeps about a flush interval's worth; the rest is freed. Returns whether the thread
-// took blocks or went without since the last refill.
+// Tops up the pool of `b` (the keeper, under pool_mu) to what its thread took in its busiest
+// refill period lately (this flush interval, or half of it before), kPoolPeriods times over and
+// at least kMinPoolBlocks: from the drained blocks kept in reserve first, then new prepared
+// blocks, within the memory bound. The reserve keeps about a flush interval's worth; the rest
+// is freed. Returns whether the thread took blocks or went without since the last refill.
 bool RefillPool(ThreadBuffer* b) {
   const uint64_t read = b->pool_read.load(std::memory_order_acquire);
   const uint64_t write = b->pool_write.load(std::memory_order_relaxed);
@@ -345,8 +349,13 @@ bool RefillPool(ThreadBuffer* b) {
   const int64_t starved_bytes = b->starved_bytes.load(std::memory_order_relaxed);
   wanted += (starved_bytes - b->starved_bytes_seen + kBlockBytes - 1) / kBlockBytes;
   b->starved_bytes_seen = starved_bytes;
-  b->peak_blocks_per_refill =
-      std::max(wanted, b->peak_blocks_per_refill - (b->peak_blocks_per_refill + 7) / 8);
+  b->peak_this_interval = std::max(b->peak_this_interval, wanted);
+  b->peak_blocks_per_refill = std::max(b->peak_blocks_per_refill, wanted);
+  if (++b->refills_this_interval >= kRefillsPerInterval) {
+    b->peak_blocks_per_refill = std::max(b->peak_this_interval, b->peak_blocks_per_refill / 2);
+    b->peak_this_interval = 0;
+    b->refills_this_interval = 0;
+  }
   const int64_t target =
       std::min<int64_t>(kPoolSlots, kMinPoolBlocks + kPoolPeriods * b->peak_blocks_per_refill);
   uint64_t w = write;
@@ -844,6 +853,12 @@ Status Start(const RecorderOptions& options) {
     if (options.world_size != model::kMissing) {
       s.meta["process.world_size"] = std::to_string(options.world_size);
     }
+  }
+  {
+    // Buffers ready for the threads' first events before any thread can record (the keeper
+    // keeps them ready from then on).
+    std::lock_guard<std::mutex> pool_lock(s.pool_mu);
+    (void)RefillLocked();
   }
   s.active.store(true);
   EnsureFlusher();
