@@ -36,6 +36,10 @@ bool BecomeChildSubreaper();
 // The CPU's model name ("AMD EPYC 7R13 Processor"); "" when unknown.
 std::string CpuModelName();
 
+// The CPUs this process may run on (its affinity mask on Linux; elsewhere the hardware's
+// count); at least 1.
+int UsableCpuCount();
+
 // Fills `buf` with `n` bytes from the system's random source; false when it cannot.
 bool FillRandomBytes(void* buf, size_t n);
 

@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "base/files.h"
@@ -28,6 +30,13 @@ std::string SelfExecutablePath() {
 }
 
 bool BecomeChildSubreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0; }
+
+int UsableCpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 std::string CpuModelName() {
   auto cpuinfo = ReadFileToString("/proc/cpuinfo");

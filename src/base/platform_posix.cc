@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <thread>
 
 #include "base/platform.h"
 
@@ -51,6 +53,8 @@ std::string SelfExecutablePath() {
 }
 
 bool BecomeChildSubreaper() { return false; }
+
+int UsableCpuCount() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 std::string CpuModelName() {
 #if defined(__APPLE__)

@@ -1,7 +1,5 @@
 #include "importers/kineto/kineto_importer.h"
 
-#include <sched.h>
-
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include <unordered_map>
 
 #include "base/json_dump.h"
+#include "base/platform.h"
 #include "importers/common/byte_source.h"
 #include "importers/common/import_counters.h"
 #include "importers/common/json_text.h"
@@ -78,14 +77,6 @@ StatusOr<int64_t> FindBaseTimeInTail(const std::string& path, bool gzip, bool* f
   if (!json::ParseInt64(std::string_view(p, static_cast<size_t>(q - p)), &v)) return int64_t{0};
   *found = true;
   return v;
-}
-
-// CPUs this process may run on: with one, the reading thread would only add hand-overs.
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return CPU_COUNT(&set);
 }
 
 std::string SnakeCase(std::string_view s) {
@@ -651,8 +642,8 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
     FileImporter file(run, path, (*src)->gzip());
     StreamOptions stream_options;
     stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
-    const bool pipeline =
-        options.parse_threads >= 2 || (options.parse_threads == 0 && UsableCpus() >= 2);
+    const bool pipeline = options.parse_threads >= 2 ||
+                          (options.parse_threads == 0 && platform::UsableCpuCount() >= 2);
     auto streamed = pipeline ? StreamTraceParallel(**src, file, stream_options)
                              : StreamTrace(**src, file, stream_options);
     if (!streamed.ok()) {
