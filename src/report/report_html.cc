@@ -289,14 +289,35 @@ void RenderSystem(const Report& r, Page& p) {
     auto chart_grid = [&p](const std::vector<const MetricUsage*>& metrics) {
       p.Add("<div class=\"grid\">");
       for (const MetricUsage* m : metrics) {
-        json series = json::array();
+        std::vector<const DeviceUsage*> drawn;
         for (const auto& d : m->devices) {
           // Zero or constant throughout: the table says all there is (a flat line says less).
           if (d.band.size() == 0 || ZeroThroughout(d.stats) || Constant(d.stats)) continue;
-          series.push_back(BandSeries(d.device.empty() ? m->metric : d.device, d.band));
+          drawn.push_back(&d);
         }
-        if (series.empty()) continue;
-        p.Add("<figure><figcaption>" + E(MetricTitle(m->metric)) + "</figcaption>");
+        if (drawn.empty()) continue;
+        // A chart of dozens of lines (one per process of a big job) says nothing: the busiest
+        // kMaxChartLines by mean are drawn, the caption says how many the table holds.
+        constexpr size_t kMaxChartLines = 8;
+        const size_t all = drawn.size();
+        if (all > kMaxChartLines) {
+          std::stable_sort(drawn.begin(), drawn.end(),
+                           [](const DeviceUsage* a, const DeviceUsage* b) {
+                             return a->stats.mean.value_or(0) > b->stats.mean.value_or(0);
+                           });
+          drawn.resize(kMaxChartLines);
+        }
+        json series = json::array();
+        for (const DeviceUsage* d : drawn) {
+          series.push_back(BandSeries(d->device.empty() ? m->metric : d->device, d->band));
+        }
+        std::string caption = E(MetricTitle(m->metric));
+        if (all > kMaxChartLines) {
+          caption += " <span class=\"note\">(the " + std::to_string(kMaxChartLines) +
+                     " highest by mean of " + std::to_string(all) +
+                     "; every one in the table)</span>";
+        }
+        p.Add("<figure><figcaption>" + caption + "</figcaption>");
         p.Add(p.charts.Add({{"kind", "band"}, {"unit", m->unit}, {"series", series}}));
         p.Add("</figure>");
       }

@@ -325,6 +325,32 @@ TEST_F(ReportTest, HtmlEscapesEverythingFromTracesAndUsers) {
   }
 }
 
+TEST_F(ReportTest, AChartOfManyDevicesDrawsTheBusiestEight) {
+  Report r = Build();
+  ASSERT_FALSE(r.nodes.empty());
+  MetricUsage m{.metric = "pid_cpu_utilization_ratio", .unit = "cores", .devices = {}};
+  for (int i = 0; i < 20; ++i) {
+    DeviceUsage d;
+    d.device = "pid" + std::to_string(1000 + i);
+    d.stats = {.count = 3, .min = 0.0, .p50 = i, .p95 = i, .p99 = i, .max = i + 1.0, .mean = i};
+    d.band.ts_ns = {0, 1, 2};
+    d.band.min = {0, 0, 0};
+    d.band.mean = {0.0 + i, 0.0 + i, 0.0 + i};
+    d.band.max = {i + 1.0, i + 1.0, i + 1.0};
+    m.devices.push_back(d);
+  }
+  r.nodes[0].metrics.push_back(m);
+  const std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("the 8 highest by mean of 20"), std::string::npos);
+  // Every device keeps its table row; only the 8 busiest (pid1012..pid1019) are drawn.
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = "pid" + std::to_string(1000 + i);
+    EXPECT_NE(html.find("<td>" + name + "</td>"), std::string::npos) << name;
+    const bool drawn = html.find("\"label\":\"" + name + "\"") != std::string::npos;
+    EXPECT_EQ(drawn, i >= 12) << name;
+  }
+}
+
 TEST_F(ReportTest, WriteReportsDefaultsIntoTheRun) {
   std::string out = TempDir();
   WriteOptions w;
