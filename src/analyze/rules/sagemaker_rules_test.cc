@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "analyze/rules/registry.h"
@@ -416,6 +417,36 @@ TEST(OverallRulesTest, SummariesNeverFire) {
   EXPECT_DOUBLE_EQ(fw.details["modes"]["train"]["data_wait_percent"].get<double>(), 2.5);
   EXPECT_DOUBLE_EQ(fw.details["initialization_ms"].get<double>(), 10000.0);
   EXPECT_DOUBLE_EQ(fw.details["phases"]["initialization"]["duration_ms"].get<double>(), 10000.0);
+}
+
+// A run longer than the rule keeps exactly (16 384 ticks a series): its percentiles come from
+// the bounded sketch, within its stated relative error of the percentiles of every tick (here
+// sorted by the test itself).
+TEST(OverallRulesTest, ALongRunIsSummarisedInBoundedMemoryWithinItsStatedError) {
+  Scenario s("overall_long");
+  std::vector<double> gpu_percent;
+  int64_t i = 0;
+  s.System("n0", 2500, 100, 2, 1, [&](Scenario::Tick& t) {
+    t.gpu = {static_cast<double>((i++ * 37) % 1000) / 1000.0};
+    gpu_percent.push_back(t.gpu[0] * 100);
+  });
+  RuleResult sys = EvaluateOne(s.Finish(), "OverallSystemUsage");
+  ASSERT_EQ(gpu_percent.size(), 25000u);
+  std::sort(gpu_percent.begin(), gpu_percent.end());
+  const nlohmann::json& gpu = sys.details["GPU"]["n0"];
+  ASSERT_TRUE(gpu.contains("relative_error")) << gpu.dump();
+  const double err = gpu["relative_error"].get<double>();
+  EXPECT_LE(err, 1e-3);
+  for (const auto& [key, q] :
+       std::vector<std::pair<std::string, double>>{{"p50", 0.5}, {"p95", 0.95}, {"p99", 0.99}}) {
+    const double h = static_cast<double>(gpu_percent.size() - 1) * q;
+    const auto lo = static_cast<size_t>(h);
+    const double truth =
+        gpu_percent[lo] + (h - static_cast<double>(lo)) * (gpu_percent[lo + 1] - gpu_percent[lo]);
+    EXPECT_NEAR(gpu[key].get<double>(), truth, truth * err + 5e-4) << key;
+  }
+  EXPECT_DOUBLE_EQ(gpu["max"].get<double>(), 99.9);
+  EXPECT_DOUBLE_EQ(gpu["min"].get<double>(), 0.0);
 }
 
 // The share tests decide from a confidence bound, seconds after the onset, not after a count

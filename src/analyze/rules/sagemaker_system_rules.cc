@@ -669,20 +669,20 @@ class OverallSystemUsageRule : public Rule {
     }
     Series& s = series_[ctx().NodeName(snap.node)];
     if (a.cores > 0)
-      s["CPU"].push_back(a.cpu / a.cores * 100);
+      s["CPU"].Add(a.cpu / a.cores * 100);
     else if (a.cpu_total >= 0)
-      s["CPU"].push_back(a.cpu_total * 100);
-    if (a.gpus > 0) s["GPU"].push_back(a.gpu / a.gpus * 100);
-    if (a.gpu_mems > 0) s["GPU memory"].push_back(a.gpu_mem / a.gpu_mems * 100);
+      s["CPU"].Add(a.cpu_total * 100);
+    if (a.gpus > 0) s["GPU"].Add(a.gpu / a.gpus * 100);
+    if (a.gpu_mems > 0) s["GPU memory"].Add(a.gpu_mem / a.gpu_mems * 100);
     double total = a.mem_total;
     if (total <= 0) {
       const model::NodeInfo* info = ctx().NodeInfo(snap.node);
       if (info != nullptr && info->memory_total_bytes)
         total = static_cast<double>(*info->memory_total_bytes);
     }
-    if (a.mem_used >= 0 && total > 0) s["CPU memory"].push_back(a.mem_used / total * 100);
-    if (a.has_net) s["Network bytes_per_second"].push_back(a.net);
-    if (a.iowait >= 0) s["I/O wait"].push_back(a.iowait * 100);
+    if (a.mem_used >= 0 && total > 0) s["CPU memory"].Add(a.mem_used / total * 100);
+    if (a.has_net) s["Network bytes_per_second"].Add(a.net);
+    if (a.iowait >= 0) s["I/O wait"].Add(a.iowait * 100);
     ++result().datapoints;
   }
 
@@ -690,11 +690,14 @@ class OverallSystemUsageRule : public Rule {
     json details = json::object();
     for (auto& [node, metrics] : series_) {
       for (auto& [metric, values] : metrics) {
-        details[metric][node] = {{"max", Round(stats::QuantileInPlace(values, 1.0), 3)},
-                                 {"p99", Round(stats::QuantileInPlace(values, 0.99), 3)},
-                                 {"p95", Round(stats::QuantileInPlace(values, 0.95), 3)},
-                                 {"p50", Round(stats::QuantileInPlace(values, 0.50), 3)},
-                                 {"min", Round(stats::QuantileInPlace(values, 0.0), 3)}};
+        json& d = details[metric][node];
+        d = {{"max", Round(values.Quantile(1.0), 3)},
+             {"p99", Round(values.Quantile(0.99), 3)},
+             {"p95", Round(values.Quantile(0.95), 3)},
+             {"p50", Round(values.Quantile(0.50), 3)},
+             {"min", Round(values.Quantile(0.0), 3)}};
+        // A long run's percentiles come from the bounded sketch: say how close they are.
+        if (!values.exact()) d["relative_error"] = values.relative_accuracy();
       }
     }
     result().details = details;
@@ -707,7 +710,9 @@ class OverallSystemUsageRule : public Rule {
     int cores = 0, gpus = 0, gpu_mems = 0;
     bool has_net = false;
   };
-  using Series = std::map<std::string, std::vector<double>>;
+  // Exact up to 16 384 ticks a series (27 minutes at 100 ms), then a sketch within 0.1 %: the
+  // rule's memory does not grow with the run (it kept every tick: 1.7 MB an hour at 100 ms).
+  using Series = std::map<std::string, stats::QuantileSketch>;
   std::map<std::string, Series> series_;
 };
 

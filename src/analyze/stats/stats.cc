@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace trainprof::stats {
@@ -23,6 +24,84 @@ double QuantileInPlace(std::span<double> values, double q) {
 double Quantile(std::span<const double> values, double q) {
   std::vector<double> copy(values.begin(), values.end());
   return QuantileInPlace(copy, q);
+}
+
+QuantileSketch::QuantileSketch(size_t exact_limit, double relative_accuracy, size_t max_buckets)
+    : exact_limit_(exact_limit),
+      max_buckets_(std::max<size_t>(2, max_buckets)),
+      alpha_(std::clamp(relative_accuracy, 1e-6, 0.5)),
+      gamma_((1 + alpha_) / (1 - alpha_)),
+      log_gamma_(std::log(gamma_)) {}
+
+namespace {
+// Magnitudes below this are counted as zero (no bucket keys without bound toward 0).
+constexpr double kSketchZero = 1e-12;
+}  // namespace
+
+int QuantileSketch::Key(double magnitude) const {
+  return static_cast<int>(std::ceil(std::log(magnitude) / log_gamma_));
+}
+
+// The bucket (gamma^(k-1), gamma^k]'s value within alpha of all it holds.
+double QuantileSketch::Value(int key) const { return 2 * std::pow(gamma_, key) / (gamma_ + 1); }
+
+void QuantileSketch::Insert(double v) {
+  if (std::fabs(v) < kSketchZero) {
+    ++zero_;
+    return;
+  }
+  std::map<int, uint64_t>& side = v > 0 ? pos_ : neg_;
+  ++side[Key(std::fabs(v))];
+  if (side.size() > max_buckets_) {
+    // Merge the two buckets nearest zero (the lowest magnitudes) into the second.
+    auto first = side.begin();
+    std::next(first)->second += first->second;
+    side.erase(first);
+  }
+}
+
+void QuantileSketch::Add(double v) {
+  if (std::isnan(v)) return;
+  min_ = n_ == 0 ? v : std::min(min_, v);
+  max_ = n_ == 0 ? v : std::max(max_, v);
+  ++n_;
+  if (!sketch_) {
+    values_.push_back(v);
+    if (values_.size() <= exact_limit_) return;
+    sketch_ = true;
+    for (double x : values_) Insert(x);
+    std::vector<double>().swap(values_);
+    return;
+  }
+  Insert(v);
+}
+
+double QuantileSketch::ValueAtRank(uint64_t rank) const {
+  // Ascending order: the negatives from the largest magnitude, zero, the positives.
+  for (auto it = neg_.rbegin(); it != neg_.rend(); ++it) {
+    if (rank < it->second) return -Value(it->first);
+    rank -= it->second;
+  }
+  if (rank < zero_) return 0.0;
+  rank -= zero_;
+  for (const auto& [key, count] : pos_) {
+    if (rank < count) return Value(key);
+    rank -= count;
+  }
+  return max_;
+}
+
+double QuantileSketch::Quantile(double q) {
+  if (n_ == 0) return std::numeric_limits<double>::quiet_NaN();
+  if (!sketch_) return QuantileInPlace(values_, q);
+  q = std::clamp(q, 0.0, 1.0);
+  if (q == 0.0) return min_;
+  if (q == 1.0) return max_;
+  const double h = static_cast<double>(n_ - 1) * q;
+  const auto lo = static_cast<uint64_t>(std::floor(h));
+  const double lo_value = std::clamp(ValueAtRank(lo), min_, max_);
+  const double hi_value = std::clamp(ValueAtRank(lo + 1), min_, max_);
+  return lo_value + (h - static_cast<double>(lo)) * (hi_value - lo_value);
 }
 
 double RunningStats::stddev() const { return std::sqrt(variance()); }

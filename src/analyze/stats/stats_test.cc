@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 namespace trainprof::stats {
@@ -17,6 +19,62 @@ TEST(QuantileTest, MatchesNumpyLinearInterpolation) {
   EXPECT_EQ(Quantile(v, 1.0), 4);
   EXPECT_EQ(Quantile(v, 0.0), 1);
   EXPECT_TRUE(std::isnan(Quantile(std::vector<double>{}, 0.5)));
+}
+
+// numpy's linear quantile of already sorted values, written out again (not via the code tested).
+double SortedQuantile(const std::vector<double>& sorted, double q) {
+  const double h = static_cast<double>(sorted.size() - 1) * q;
+  const auto lo = static_cast<size_t>(std::floor(h));
+  if (lo + 1 >= sorted.size()) return sorted[lo];
+  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[lo + 1] - sorted[lo]);
+}
+
+TEST(QuantileSketchTest, ExactUpToItsLimitThenWithinItsRelativeAccuracy) {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> spread(2.0, 1.5);
+  std::uniform_real_distribution<double> percent(0.0, 100.0);
+  QuantileSketch sketch(/*exact_limit=*/1000);  // 0.1 %, 16 384 buckets a sign
+  std::vector<double> all;
+  for (int i = 0; i < 1000; ++i) {
+    const double v = percent(rng);
+    sketch.Add(v);
+    all.push_back(v);
+  }
+  std::vector<double> sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  ASSERT_TRUE(sketch.exact());
+  for (double q : {0.0, 0.5, 0.95, 0.99, 1.0}) {
+    EXPECT_DOUBLE_EQ(sketch.Quantile(q), SortedQuantile(sorted, q)) << q;
+  }
+  // Past the limit: zeros, negatives, a wide spread of magnitudes, a NaN (ignored).
+  for (int i = 0; i < 300000; ++i) {
+    double v = i % 10 == 0 ? 0.0 : (i % 7 == 0 ? -spread(rng) : spread(rng));
+    sketch.Add(v);
+    all.push_back(v);
+  }
+  sketch.Add(std::nan(""));
+  EXPECT_FALSE(sketch.exact());
+  EXPECT_EQ(sketch.count(), static_cast<int64_t>(all.size()));
+  sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sketch.Quantile(0.0), sorted.front());
+  EXPECT_EQ(sketch.Quantile(1.0), sorted.back());
+  for (double q : {0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999}) {
+    const double h = static_cast<double>(sorted.size() - 1) * q;
+    const auto lo = static_cast<size_t>(std::floor(h));
+    const double bound = 1e-3 * std::max(std::fabs(sorted[lo]), std::fabs(sorted[lo + 1]));
+    EXPECT_NEAR(sketch.Quantile(q), SortedQuantile(sorted, q), bound + 1e-12) << q;
+  }
+  EXPECT_LE(sketch.buckets(), 2u * 16384u);
+}
+
+TEST(QuantileSketchTest, BucketsStayBoundedOverAnyRange) {
+  QuantileSketch sketch(/*exact_limit=*/0, /*relative_accuracy=*/1e-3, /*max_buckets=*/256);
+  // Magnitudes from 1e-9 to 1e12: thousands of keys without the bound.
+  for (int i = 0; i < 100000; ++i) sketch.Add(std::pow(10.0, -9 + 21.0 * i / 100000));
+  EXPECT_LE(sketch.buckets(), 256u);
+  // The high quantiles keep their accuracy (only the lowest buckets were merged).
+  EXPECT_NEAR(sketch.Quantile(0.99) / std::pow(10.0, -9 + 21.0 * 0.99), 1.0, 2e-3);
 }
 
 TEST(RunningStatsTest, PopulationStddev) {
