@@ -59,6 +59,7 @@ for step in range(int(sys.argv[1])):
 for p in model.parameters():
     h.update(p.detach().numpy().tobytes())
 print(json.dumps({"rank": rank, "digest": h.hexdigest(), "slept_s": slept}))
+dist.barrier()  # no rank tears gloo down while another still talks to it (an abort at exit)
 dist.destroy_process_group()
 """
 

@@ -59,7 +59,8 @@ for step in range(int(sys.argv[1])):
     opt.step()
     opt.zero_grad()
 dist.barrier()
-print(json.dumps({"rank": rank, "host": os.environ.get("TRAINPROF_NODE"), "slept_s": slept}))
+print(json.dumps({"rank": rank, "host": os.environ.get("TRAINPROF_NODE"), "slept_s": slept,
+                  "t_end": time.time()}))
 dist.destroy_process_group()
 """
 
@@ -233,7 +234,10 @@ def test_two_hosts_gloo_training_one_run_directory_straggler_and_prometheus(host
         # while the jobs were still being scraped.
         from test_deploy import dashboard_exprs
 
-        at = ended - 1.5
+        # At the end of training (its last steps are within the 5-s rate window), while both
+        # recorders still exported: a recorder stops exporting when its job ends, then works on
+        # (rules, report) before `ended`.
+        at = min(ended - 1.5, min(r["t_end"] for r in reports) - 0.25)
         for expr in dashboard_exprs():
             q = expr.replace("$__rate_interval", "5s").replace("$node", ".+")
             doc = json.loads(_in_ns_get(h, 0, f"{prom_base}/api/v1/query?time={at}&query={urllib.parse.quote(q)}"))
