@@ -14,8 +14,11 @@ calls silent must have read data (datapoints > 0): silence on no data proves not
 The scripts run for seconds, the defaults of some rules need minutes of data; SHORT lowers
 exactly those (the rules' logic is unchanged): Dataloader judges after 1 s of loader events
 instead of 10, HostMemoryGrowth looks at the trend 1 s after the first step for at least
-1.5 s instead of 5 and 10 minutes. Every scenario, the healthy one included, is judged with
-the same overrides.
+1.5 s instead of 5 and 10 minutes. Its slope threshold is raised with it, from 512 MiB to 8 GiB
+an hour (2.3 MB/s; the leak keeps about 50 MB/s): over seconds, a job that keeps a few
+megabytes while it warms up (allocator, caches) is a steep line, not a leak (periodic_slow_steps
+crossed 512 MiB/h in a clean-clone CI run). Every scenario, the healthy one included, is judged
+with the same overrides.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 
 SHORT = ["--rule", "Dataloader.patience=1",
          "--rule", "HostMemoryGrowth.warmup_s=1",
-         "--rule", "HostMemoryGrowth.min_duration_s=1.5"]
+         "--rule", "HostMemoryGrowth.min_duration_s=1.5",
+         "--rule", f"HostMemoryGrowth.min_growth_bytes_per_hour={8 * 2**30}"]
 
 # The Dataloader rule (SageMaker's) wants loader processes on at least 70 % of the cores.
 CORES = os.cpu_count() or 1
