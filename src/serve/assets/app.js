@@ -159,7 +159,9 @@
     var q = "/api/runs/" + id + "/metric?metric=" + encodeURIComponent(metric) + "&points=" + width;
     (devices || []).forEach(function (d) { q += "&device=" + encodeURIComponent(d); });
     return api(q).then(function (m) {
-      if (!el) return;
+      // Re-rendered meanwhile (a live refresh, another tab): that render draws. Drawing into the
+      // detached element made dygraph read no computed style ("Main div contains padding").
+      if (!el || !el.isConnected) return;
       if (!m.series.length) { el.className = "collapsed"; el.textContent = "no " + title.toLowerCase() + " recorded"; return; }
       var flat = m.series.every(function (s) { return s.max.every(function (v) { return v === 0; }); });
       if (flat) { el.className = "collapsed"; el.textContent = title + ": zero throughout"; return; }
@@ -342,6 +344,7 @@
       var el = h("div", { class: "chart", "data-kind": "heatmap", id: "hm" + i });
       out.push(el);
       setTimeout(function () {
+        if (!el.isConnected) return;  // re-rendered meanwhile: that render draws
         var hm = n.heatmap;
         if (!hm || !hm.rows || !hm.rows.length) { el.className = "collapsed"; el.textContent = "no utilisation samples"; return; }
         C.draw(el, { kind: "heatmap", rows: hm.rows, cells: hm.cells, start_s: hm.start_ns / 1e9, bucket_s: hm.bucket_ns / 1e9 });
