@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     const instrument::RecorderStats s = instrument::Stats();
     stats.str("");
     stats << "{\"dropped_events\": " << s.dropped_events
-          << ", \"dropped_pool_empty_events\": " << s.dropped_pool_empty_events
+          << ", \"pool_empty_allocations\": " << s.pool_empty_allocations
           << ", \"written_events\": " << s.written_events << ", \"flushes\": " << s.flushes
           << ", \"flush_cpu_ns\": " << s.flush_cpu_ns << "}";
   }

@@ -308,9 +308,11 @@ thread_local bool t_bulk = false;
 
 // The next block for a record of `need` bytes. A record that fits a block takes a prepared
 // block from the thread's pool: two atomic loads and a store, no lock, no allocation, no page
-// fault. When the pool is empty the record is dropped and counted (the flusher grows the pool
-// from that count), except in bulk mode, which allocates here, as does a record larger than a
-// block; both within the thread's memory bound. Null: drop the record.
+// fault. When the pool is empty the block is allocated here (what the pool spares the thread
+// in the steady state, it pays in a burst: data is never lost to keep the hot path short) and
+// counted, so that the keeper grows the pool; bulk writes are not counted (their burst is not
+// the thread's rate). A record larger than a block is allocated here too. All within the
+// thread's memory bound. Null: over the bound, drop the record.
 Block* TakeBlock(ThreadBuffer* b, size_t need) {
   if (need <= kBlockBytes) {
     const uint64_t r = b->pool_read.load(std::memory_order_relaxed);
@@ -324,7 +326,6 @@ Block* TakeBlock(ThreadBuffer* b, size_t need) {
       b->starved_bytes.store(
           b->starved_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(need),
           std::memory_order_relaxed);
-      return nullptr;
     }
   }
   const auto capacity = static_cast<uint32_t>(std::max<size_t>(kBlockBytes, need));
@@ -955,9 +956,9 @@ RecorderStats Stats() {
   int64_t buffered_dropped = 0;
   for (const auto& b : s.buffers) buffered_dropped += b->dropped.load(std::memory_order_relaxed);
   out.dropped_events += buffered_dropped;
-  out.dropped_pool_empty_events = s.starved_removed.load();
+  out.pool_empty_allocations = s.starved_removed.load();
   for (const auto& b : s.buffers) {
-    out.dropped_pool_empty_events += b->starved.load(std::memory_order_relaxed);
+    out.pool_empty_allocations += b->starved.load(std::memory_order_relaxed);
   }
   out.recorded_events = s.recorded.load();
   for (const auto& b : s.buffers)

@@ -43,10 +43,11 @@ struct RecorderOptions {
 
 struct RecorderStats {
   int64_t recorded_events = 0;  // accepted into buffers
-  int64_t dropped_events = 0;   // buffers full, pools empty, records too large
-  // Of dropped_events: a thread's pool of prepared blocks was empty (it wrote faster than the
-  // flusher prepared blocks for it).
-  int64_t dropped_pool_empty_events = 0;
+  int64_t dropped_events = 0;   // buffers full (events or bytes), records too large
+  // Blocks a thread allocated itself because its pool of prepared blocks was empty (it wrote
+  // faster than the keeper prepared blocks for it): nothing lost, but the allocation (and its
+  // page faults) happened on the recording thread.
+  int64_t pool_empty_allocations = 0;
   int64_t written_events = 0;  // handed to the store
   int64_t flushes = 0;
   int64_t flush_cpu_ns = 0;  // CPU time of the drains and store writes (any thread)

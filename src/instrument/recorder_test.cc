@@ -100,14 +100,14 @@ TEST(RecorderTest, FullBuffersDropAndCount) {
 
 // A burst from a new thread: 100 000 records with no flush (no refill) while it runs.
 struct Burst {
-  int64_t emitted = 0, stored = 0, dropped = 0, dropped_pool_empty = 0, counted = 0;
+  int64_t emitted = 0, stored = 0, dropped = 0, pool_empty_allocations = 0, counted = 0;
 };
 Burst RunBurst(bool bulk) {
   const std::string dir = MakeTempDir("instr");
   RecorderOptions o = Options(dir);
   o.flush_interval_ns = 3600LL * 1000 * 1000 * 1000;  // the flusher's first pass only
   EXPECT_TRUE(Start(o).ok());
-  const int64_t pool_empty_before = Stats().dropped_pool_empty_events;
+  const int64_t pool_empty_before = Stats().pool_empty_allocations;
   Burst b;
   b.emitted = 100'000;
   std::thread([&] {
@@ -117,30 +117,30 @@ Burst RunBurst(bool bulk) {
   EXPECT_TRUE(Stop().ok());  // the counters are final once everything is drained
   const RecorderStats stats = Stats();
   b.dropped = stats.dropped_events;
-  b.dropped_pool_empty = stats.dropped_pool_empty_events - pool_empty_before;
+  b.pool_empty_allocations = stats.pool_empty_allocations - pool_empty_before;
   b.stored = static_cast<int64_t>(ReadEvents(dir, {"user"}).size());
   auto reader = std::move(store::RunReader::Open(dir)).value();
   b.counted = std::move(reader->Counters()).value()[model::dq::kDroppedEvents];
   return b;
 }
 
-TEST(RecorderTest, AThreadOutrunningItsPoolDropsAndCountsInsteadOfAllocating) {
+TEST(RecorderTest, AThreadOutrunningItsPoolAllocatesAndLosesNothing) {
   // The thread has its first block and the one or two prepared blocks of its pool (about
-  // 1 170 of these records a block); with no refill during the burst the rest is dropped,
-  // counted, and accounted for exactly.
+  // 1 170 of these records a block); with no refill during the burst it allocates the rest of
+  // its blocks itself (counted): every record is stored. (Dropping instead lost the last
+  // events of short jobs: a training-health test saw its final two losses missing.)
   const Burst b = RunBurst(/*bulk=*/false);
-  EXPECT_EQ(b.stored + b.dropped, b.emitted);
-  EXPECT_EQ(b.dropped_pool_empty, b.dropped);
-  EXPECT_EQ(b.counted, b.dropped);
-  EXPECT_GE(b.stored, 1000);
-  EXPECT_LE(b.stored, 3 * 1171);
+  EXPECT_EQ(b.stored, b.emitted);
+  EXPECT_EQ(b.dropped, 0);
+  EXPECT_EQ(b.counted, 0);
+  EXPECT_GE(b.pool_empty_allocations, b.emitted / 1171 - 4);
 }
 
-TEST(RecorderTest, BulkWritesAllocateWhenThePoolIsEmpty) {
+TEST(RecorderTest, BulkWritesAllocateWhenThePoolIsEmptyUncounted) {
   const Burst b = RunBurst(/*bulk=*/true);
   EXPECT_EQ(b.stored, b.emitted);
   EXPECT_EQ(b.dropped, 0);
-  EXPECT_EQ(b.dropped_pool_empty, 0);
+  EXPECT_EQ(b.pool_empty_allocations, 0);
 }
 
 TEST(RecorderTest, RecordingAtASteadyRateTakesNoPageFaultOnTheRecordingThread) {
@@ -150,12 +150,12 @@ TEST(RecorderTest, RecordingAtASteadyRateTakesNoPageFaultOnTheRecordingThread) {
   RecorderOptions o = Options(dir);
   o.flush_interval_ns = 100'000'000;
   ASSERT_TRUE(Start(o).ok());
-  const int64_t pool_empty_before = Stats().dropped_pool_empty_events;
+  const int64_t pool_empty_before = Stats().pool_empty_allocations;
   int64_t faults = 0, late_pool_empty = 0;
   std::thread([&] {
     RecordSpan("warm", "user", "", 0, NowNs(), 1);  // takes this thread's buffer
     for (int round = 0; round < 40; ++round) {
-      if (round == 10) late_pool_empty = Stats().dropped_pool_empty_events;
+      if (round == 10) late_pool_empty = Stats().pool_empty_allocations;
       rusage r0, r1;
       getrusage(RUSAGE_THREAD, &r0);
       for (int i = 0; i < 3000; ++i) RecordSpan("steady", "user", "", i, NowNs(), 1);
@@ -167,17 +167,21 @@ TEST(RecorderTest, RecordingAtASteadyRateTakesNoPageFaultOnTheRecordingThread) {
   ASSERT_TRUE(Stop().ok());
   const RecorderStats stats = Stats();
   const auto stored = static_cast<int64_t>(ReadEvents(dir, {"user"}).size());
-  EXPECT_EQ(stored + stats.dropped_events, 1 + 40 * 3000);
+  EXPECT_EQ(stored, 1 + 40 * 3000);
+  EXPECT_EQ(stats.dropped_events, 0);
 #if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
   // (Under a sanitizer every first write to memory also maps the sanitizer's shadow pages.)
-  EXPECT_EQ(faults, 0);
+  // Only blocks the thread allocated itself (its pool empty while it grew to the thread's rate,
+  // or a refill delayed on a loaded machine) may fault.
+  EXPECT_LE(faults, 20 * (stats.pool_empty_allocations - pool_empty_before));  // 16 pages a block
+  if (stats.pool_empty_allocations == pool_empty_before) {
+    EXPECT_EQ(faults, 0);
+  }
 #endif
-  // Drops only while the pool grew to the thread's rate (a loaded machine may delay refills:
-  // counted, not asserted away).
-  std::printf("faults %lld, pool-empty drops %lld in the first 10 rounds, %lld after\n",
+  std::printf("faults %lld, pool-empty allocations %lld in the first 10 rounds, %lld after\n",
               static_cast<long long>(faults),
               static_cast<long long>(late_pool_empty - pool_empty_before),
-              static_cast<long long>(stats.dropped_pool_empty_events - late_pool_empty));
+              static_cast<long long>(stats.pool_empty_allocations - late_pool_empty));
 }
 
 TEST(RecorderTest, FlusherMakesEventsDurableWithoutStop) {

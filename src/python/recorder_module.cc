@@ -478,9 +478,9 @@ PyObject* Stats(PyObject*, PyObject*) {
   instrument::RecorderStats s = instrument::Stats();
   return Py_BuildValue(
       "{s:L,s:L,s:L,s:L,s:L}", "dropped_events", static_cast<long long>(s.dropped_events),
-      "dropped_pool_empty_events", static_cast<long long>(s.dropped_pool_empty_events),
-      "written_events", static_cast<long long>(s.written_events), "flushes",
-      static_cast<long long>(s.flushes), "flush_cpu_ns", static_cast<long long>(s.flush_cpu_ns));
+      "pool_empty_allocations", static_cast<long long>(s.pool_empty_allocations), "written_events",
+      static_cast<long long>(s.written_events), "flushes", static_cast<long long>(s.flushes),
+      "flush_cpu_ns", static_cast<long long>(s.flush_cpu_ns));
 }
 
 // set_bulk(on): bulk writes on this thread (instrument::SetBulkWrites): a profiler's events
