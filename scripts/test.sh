@@ -14,15 +14,17 @@ ROOT=$(pwd)
 bash scripts/setup.sh
 source .venv/bin/activate
 JOBS=$(nproc)
+# Each section's heading says how long the run has taken so far (the 30-minute budget).
+section() { echo; echo "== $* ($((SECONDS / 60)) min $((SECONDS % 60)) s in)"; }
 
-echo; echo "== clang-format check"
+section "clang-format check"
 mapfile -t sources < <(git ls-files 'src/*.h' 'src/*.cc' 'include/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'fuzz/*.cc')
 if ((${#sources[@]})); then
   clang-format --dry-run --Werror "${sources[@]}"
 fi
 echo "formatting ok (${#sources[@]} files)"
 
-echo; echo "== the portable build (collectors off, POSIX platform layer): building in the background"
+section "the portable build (collectors off, POSIX platform layer): building in the background"
 # scripts/portable_check.sh, what macOS builds. At the lowest priority, so that it takes only what
 # the steps below leave idle (ctest's waits, the TSan run, the single-threaded fuzzing) and slows
 # none of them; its tests run before the Python tests.
@@ -35,11 +37,11 @@ else
   echo "(skipped: TRAINPROF_PORTABLE=1 adds it)"
 fi
 
-echo; echo "== C++ tests"
+section "C++ tests"
 ctest --test-dir build/py -j"$JOBS" --output-on-failure --timeout 300
 
 if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
-  echo; echo "== C++ tests under ASan + UBSan"
+  section "C++ tests under ASan + UBSan"
   # The modules that hold raw buffers, byte codecs, threads and dlopen'ed code: the store
   # (codecs, writer, reader), the samplers (procfs parsing, NVML), the in-process recorder and
   # the importers' tokenizers. (The whole suite under ASan would double CI's build time.)
@@ -52,7 +54,7 @@ if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
     ctest --test-dir build/asan -j"$JOBS" -L "^(${labels})$" --output-on-failure --timeout 600
 fi
 
-echo; echo "== the in-process recorder under ThreadSanitizer"
+section "the in-process recorder under ThreadSanitizer"
 # Its threads hand records over through lock-free block chains (src/instrument/recorder.cc):
 # TSan checks that hand-over, with threads appending while the flusher drains every 1 ms.
 # TSan cannot follow a multi-threaded fork() (it refuses to start threads in the child), so the
@@ -63,7 +65,7 @@ cmake --build build/tsan -j"$JOBS" --target instrument_test >/dev/null
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/src/instrument/instrument_test \
   --gtest_filter=-RecorderTest.ForkedChildWritesItsOwnStoreAndNeverTheParents --gtest_brief=1
 
-echo; echo "== fuzzing the importers (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:=6} s each)"
+section "fuzzing the importers (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:=6} s each)"
 # A clang build of the fuzz targets only (the importers, store and model libraries they link,
 # coverage-instrumented); the same targets' corpus replays ran in ctest above.
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
@@ -74,7 +76,7 @@ cmake --build build/fuzz -j"$JOBS" --target fuzz_kineto_import fuzz_smdebug_impo
 FUZZ_SECONDS=$FUZZ_SECONDS sh fuzz/run_fuzz.sh build/fuzz
 
 if [[ -n $portable_pid ]]; then
-  echo; echo "== the portable build: reader, import, rules, cost and report tests; record needs Linux"
+  section "the portable build: reader, import, rules, cost and report tests; record needs Linux"
   if ! wait "$portable_pid"; then
     cat build/portable-check.log
     exit 1
@@ -82,5 +84,5 @@ if [[ -n $portable_pid ]]; then
   bash scripts/portable_check.sh test
 fi
 
-echo; echo "== Python tests"
+section "Python tests"
 python -m pytest tests/python -q --durations=15  # the slowest 15 listed: the command must stay under 30 minutes
