@@ -36,7 +36,7 @@ from conftest import trainprof_command
 torch = pytest.importorskip("torch")  # installed by scripts/setup.sh
 
 SLEEP_S = 0.08  # what rank 1 sleeps per step: the planted straggler
-STEPS = 30
+STEPS = 75  # about 6 s of training: the steps counter is exported for seconds before the end
 PROM_PORT = 9400  # each namespace has its own ports: no clash with anything outside
 
 TRAIN = """
