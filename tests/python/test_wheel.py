@@ -109,9 +109,10 @@ def test_wheel_holds_the_package_and_no_build_machine_paths(wheel):
 def test_wheel_needs_no_shared_library_beyond_the_manylinux_allow_list(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as z:
         z.extractall(tmp_path)
-    files = [tmp_path / "trainprof" / "bin" / "trainprof",
-             *tmp_path.glob("trainprof/_core*.so"), *tmp_path.glob("trainprof/_rec*.so")]
-    assert len(files) == 3
+    modules = [*tmp_path.glob("trainprof/_core*.so"), *tmp_path.glob("trainprof/_rec*.so")]
+    sqlite = tmp_path / "trainprof" / "libtrainprof_sqlite3.so"
+    files = [tmp_path / "trainprof" / "bin" / "trainprof", *modules, sqlite]
+    assert len(modules) == 2 and sqlite.is_file(), sorted(map(str, tmp_path.rglob("*.so")))
     for f in files:
         r = _run(["readelf", "-d", str(f)])
         assert r.returncode == 0, r.stderr
@@ -119,7 +120,18 @@ def test_wheel_needs_no_shared_library_beyond_the_manylinux_allow_list(wheel, tm
                   if "(NEEDED)" in line]
         assert needed, f
         extra = [n for n in needed if n not in ALLOWED_NEEDED]
-        assert not extra, f"{f.name} needs {extra}"
+        if f in modules:
+            # The two modules share one SQLite, the package's own, found beside them.
+            assert extra == ["libtrainprof_sqlite3.so"], f"{f.name} needs {extra}"
+            assert "[$ORIGIN]" in r.stdout, r.stdout
+        else:
+            assert not extra, f"{f.name} needs {extra}"
+    # Its names are trainprof's own: no sqlite3_* symbol for another SQLite in the process
+    # to bind to, or to take.
+    r = _run(["nm", "-D", "--defined-only", str(sqlite)])
+    symbols = [line.split()[-1] for line in r.stdout.splitlines() if line.strip()]
+    assert "trainprof_sqlite3_open_v2" in symbols
+    assert not [s for s in symbols if s.startswith("sqlite3")], symbols[:20]
     # auditwheel (scripts/requirements-dev.txt) agrees: no external library, a manylinux tag.
     r = _run([sys.executable, "-m", "auditwheel", "show", str(wheel)])
     assert r.returncode == 0, r.stdout + r.stderr
@@ -169,7 +181,10 @@ def test_installed_wheel_works_without_system_libraries(venv, tmp_path):
         assert trainprof.__file__.startswith({str(venv)!r}), trainprof.__file__
         run = trainprof.open({str(work / 'rec')!r})
         df = run.metrics()
-        print(json.dumps({{"rows": len(df), "file": trainprof.__file__}}))
+        import trainprof._core, trainprof._rec
+        sqlite = sorted({{line.split()[-1] for line in open("/proc/self/maps")
+                          if "sqlite3" in line}})
+        print(json.dumps({{"rows": len(df), "file": trainprof.__file__, "sqlite": sqlite}}))
         """))
     mounts = "\n".join(f"mount --bind /dev/null {p}" for p in hidden)
     zlib_mounts = "\n".join(f"mount --bind /dev/null {p}" for p in zlib_files)
@@ -222,6 +237,9 @@ def test_installed_wheel_works_without_system_libraries(venv, tmp_path):
     assert "Dygraph" in html
     check = json.loads((work / "check.json").read_text())
     assert check["rows"] > 0
+    # One SQLite in the process: the package's, loaded from beside the modules.
+    assert [os.path.realpath(p) for p in check["sqlite"]] == [os.path.realpath(
+        os.path.join(os.path.dirname(check["file"]), "libtrainprof_sqlite3.so"))], check
 
 
 def _tail(p: Path) -> str:
