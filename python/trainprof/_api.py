@@ -77,13 +77,17 @@ def _options(**opts) -> list[str]:
 
 
 def analyze(run, *, hta_compat: bool = False, diff=None, top: int | None = None,
-            kernel_wait_threshold_us: float | None = None) -> dict:
+            kernel_wait_threshold_us: float | None = None,
+            scaling: Iterable[PathLike] | None = None, warmup_steps: int | None = None) -> dict:
     """Trace analyses per rank (`trainprof analyze RUN --json`): temporal, kernel-type and
     idle-time breakdowns, communication/computation overlap, kernel launch statistics. With
-    `diff`, the comparison with that baseline run."""
+    `diff`, the comparison with that baseline run. With `scaling` (runs of the same job at other
+    world sizes), the scaling efficiency instead: {"scaling": {"baseline", "runs": [...]}}."""
     return _json("analyze", _path(run), "--json",
                  *_options(hta_compat=hta_compat, diff=None if diff is None else _path(diff),
-                           top=top, kernel_wait_threshold_us=kernel_wait_threshold_us))
+                           top=top, kernel_wait_threshold_us=kernel_wait_threshold_us,
+                           scaling=[_path(r) for r in scaling] if scaling else None,
+                           warmup_steps=warmup_steps))
 
 
 def evaluate_rules(run, *, config: PathLike | None = None, rule: Iterable[str] | None = None,
@@ -116,15 +120,19 @@ def cost(run, *, instance_type: str | None = None, instances: int | None = None,
 
 
 def report(run, path: PathLike | None = None, *, json_path: PathLike | None = None,
-           pdf: PathLike | None = None) -> dict:
+           pdf: PathLike | None = None, scaling: Iterable[PathLike] | None = None,
+           warmup_steps: int | None = None) -> dict:
     """Writes the HTML report (default <run>/report.html) and its JSON (default
-    <run>/report.json), and a PDF when `pdf` is given. Returns {"html", "json", "pdf"} paths
+    <run>/report.json), and a PDF when `pdf` is given; with `scaling` (runs of the same job at
+    other world sizes) a scaling-efficiency section. Returns {"html", "json", "pdf"} paths
     (pdf None when not asked)."""
     run_dir = _path(run)
     html = os.fspath(path) if path is not None else os.path.join(run_dir, "report.html")
     js = os.fspath(json_path) if json_path is not None else os.path.join(run_dir, "report.json")
     run_cli("report", run_dir, "--out", html, "--json", js,
-            *(["--pdf", os.fspath(pdf)] if pdf is not None else []))
+            *(["--pdf", os.fspath(pdf)] if pdf is not None else []),
+            *_options(scaling=[_path(r) for r in scaling] if scaling else None,
+                      warmup_steps=warmup_steps))
     return {"html": html, "json": js, "pdf": os.fspath(pdf) if pdf is not None else None}
 
 

@@ -1,5 +1,6 @@
-// `trainprof report RUN [--out report.html] [--json report.json] [--pdf report.pdf]`: writes the
-// run's report. With no output option it writes report.html and report.json into the run.
+// `trainprof report RUN [--out report.html] [--json report.json] [--pdf report.pdf]
+// [--scaling RUN2 ...]`: writes the run's report (with --scaling, its scaling efficiency against
+// runs of the same job at other world sizes). With no output option it writes report.html and report.json into the run.
 // On a `trainprof tune` state directory (tune.json, no run.json) it hands over to
 // `python -m trainprof._tune_results --report STATE [OUT]`: each trial's report, then the tune
 // result table (STATE/tune.html, or --out).
@@ -57,6 +58,11 @@ Status RunReport(const ReportOptions& options, std::ostream& out) {
   w.json_path = options.json_path;
   w.pdf_path = options.pdf_path;
   UseAnalyses(&w.build);
+  if (!options.scaling.empty()) {
+    w.build.scaling = [&options](store::RunReader& reader) {
+      return ScalingSectionFor(options.run, reader, options.scaling, options.warmup_steps);
+    };
+  }
   // Stages only: the report reads the whole run, then the rules and the cost advisor run.
   TerminalProgress progress({.label = "report", .bytes = false});
   progress.SetStage("reading the run");
@@ -100,6 +106,11 @@ void AddReportCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--out", opts->html_path, "HTML file to write (default <run>/report.html)");
   cmd->add_option("--json", opts->json_path, "JSON file to write (default <run>/report.json)");
   cmd->add_option("--pdf", opts->pdf_path, "PDF file to write (needs Debian's chromium)");
+  cmd->add_option("--scaling", opts->scaling,
+                  "Runs of the same job at other world sizes: adds the scaling-efficiency "
+                  "section (as `analyze --scaling`)");
+  cmd->add_option("--warmup-steps", opts->warmup_steps,
+                  "--scaling: first training steps of each device left out (default 5)");
   AddQuietFlag(cmd);
   cmd->footer("With no --out/--json/--pdf, writes report.html and report.json into the run.");
   cmd->callback([opts, action] { action->run = [opts] { return RunReport(*opts, std::cout); }; });

@@ -47,6 +47,13 @@ report::CostProvider CostAdvisorProvider(std::shared_ptr<FindingPricer> shared =
 // Sets both providers (sharing the cost).
 void UseAnalyses(report::BuildOptions* build);
 
+// The report's scaling section (`report --scaling`): `run`, open as `reader`, against `others`,
+// runs of the same job at other world sizes (src/analyze/scaling; scaling_command.cc).
+StatusOr<report::ScalingSection> ScalingSectionFor(const std::string& run,
+                                                   store::RunReader& reader,
+                                                   const std::vector<std::string>& others,
+                                                   int64_t warmup_steps);
+
 // After `record`: evaluate the rules (storing their findings in the run and printing the ones
 // that fired), print the cost summary, and write report.html / report.json into the run.
 // Custom Python rules (`record --custom-rule`) run after the built-in ones; their findings are

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 
 #include "base/time.h"
+#include "report/html_page.h"
 #include "report/report_assets.h"
 #include "report/report_json.h"
 
@@ -13,138 +13,7 @@ namespace trainprof::report {
 
 namespace {
 
-using nlohmann::json;
-
-__attribute__((format(printf, 1, 2))) std::string Printf(const char* fmt, ...) {
-  char buf[64];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, args);
-  va_end(args);
-  return buf;
-}
-
-std::string FormatValue(std::optional<double> v, const std::string& unit) {
-  if (!v) return "n/a";
-  double x = *v;
-  if (unit == "ratio" || unit == "share") return Printf("%.1f %%", x * 100);
-  if (unit == "bytes" || unit == "bytes_per_second") {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int i = 0;
-    while (std::abs(x) >= 1024 && i < 4) {
-      x /= 1024;
-      ++i;
-    }
-    std::string s = Printf(i == 0 ? "%.0f" : "%.1f", x) + " " + units[i];
-    return unit == "bytes" ? s : s + "/s";
-  }
-  if (unit == "watts") return Printf("%.0f W", x);
-  if (unit == "cores") return Printf("%.2f cores", x);
-  if (unit == "ms") return x >= 100 ? Printf("%.0f ms", x) : Printf("%.2f ms", x);
-  return Printf("%.4g", x);
-}
-
-std::string Duration(std::optional<int64_t> ns) { return ns ? FormatDuration(*ns) : "n/a"; }
-std::string Time(std::optional<int64_t> ns) { return ns ? FormatIso8601(*ns) : "n/a"; }
-
-std::string MetricTitle(const std::string& metric) {
-  static const std::pair<const char*, const char*> kTitles[] = {
-      {"cpu_utilization_ratio", "CPU utilisation"},
-      {"cpu_iowait_ratio", "CPU I/O wait"},
-      {"memory_used_bytes", "Memory used"},
-      {"memory_total_bytes", "Memory total"},
-      {"gpu_utilization_ratio", "GPU utilisation"},
-      {"gpu_memory_utilization_ratio", "GPU memory bandwidth utilisation"},
-      {"gpu_memory_used_bytes", "GPU memory used"},
-      {"gpu_memory_total_bytes", "GPU memory total"},
-      {"gpu_power_watts", "GPU power"},
-      {"network_receive_bytes_per_second", "Network receive"},
-      {"network_transmit_bytes_per_second", "Network transmit"},
-      {"disk_read_bytes_per_second", "Disk read"},
-      {"disk_write_bytes_per_second", "Disk write"},
-      {"process_cpu_utilization_ratio", "Training processes: CPU"},
-      {"process_resident_memory_bytes", "Training processes: resident memory"},
-  };
-  for (const auto& [m, t] : kTitles) {
-    if (metric == m) return t;
-  }
-  return metric;
-}
-
-// The metrics the page leads with (those with a title above); the others go under "More".
-bool IsKeyMetric(const std::string& metric) { return MetricTitle(metric) != metric; }
-
-// Every sample of the series has the same value.
-bool Constant(const Stats& s) { return s.count > 0 && s.min && s.max && *s.min == *s.max; }
-
-// Every sample of the series is 0 (a series without samples is missing, not zero).
-bool ZeroThroughout(const Stats& s) {
-  return s.count > 0 && s.min && s.max && *s.min == 0 && *s.max == 0;
-}
-
-// Collects the page's charts: each gets a placeholder div and one entry in the data block.
-class Charts {
- public:
-  std::string Add(json spec) {
-    std::string id = "chart-" + std::to_string(specs_.size());
-    specs_.push_back(std::move(spec));
-    return "<div class=\"chart\" id=\"" + id + "\" data-chart=\"" +
-           std::to_string(specs_.size() - 1) + "\"></div>";
-  }
-  const json& specs() const { return specs_; }
-
- private:
-  json specs_ = json::array();
-};
-
-// Four significant digits are all a chart can show; fewer digits keep large reports small.
-double Round4(double v) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  double scale = std::pow(10.0, 3 - static_cast<int>(std::floor(std::log10(std::abs(v)))));
-  return std::round(v * scale) / scale;
-}
-
-json Rounded(const std::vector<double>& values) {
-  json a = json::array();
-  for (double v : values) a.push_back(Round4(v));
-  return a;
-}
-
-json BandSeries(const std::string& label, const Band& band) {
-  json x = json::array();
-  // Seconds with millisecond precision: what dygraphs' time axis takes (times 1000).
-  for (int64_t t : band.ts_ns) x.push_back(static_cast<double>(t / 1000000) / 1e3);
-  return {{"label", label},
-          {"x", x},
-          {"min", Rounded(band.min)},
-          {"mean", Rounded(band.mean)},
-          {"max", Rounded(band.max)}};
-}
-
-struct Page {
-  std::string html;
-  Charts charts;
-  void Add(std::string_view s) { html.append(s); }
-  void Text(std::string_view s) { html.append(HtmlEscape(s)); }
-  void Row(const std::vector<std::string>& escaped_cells, bool header = false) {
-    html += "<tr>";
-    for (const auto& c : escaped_cells)
-      html += (header ? "<th>" : "<td>") + c + (header ? "</th>" : "</td>");
-    html += "</tr>";
-  }
-  void Note(std::string_view s) {
-    html += "<p class=\"note\">";
-    Text(s);
-    html += "</p>";
-  }
-};
-
-std::string E(std::string_view s) { return HtmlEscape(s); }
-
-void StatsCells(std::vector<std::string>& row, const Stats& s, const std::string& unit) {
-  for (const auto& v : {s.p50, s.p95, s.p99, s.max, s.min, s.mean})
-    row.push_back(FormatValue(v, unit));
-}
+using namespace html;  // NOLINT(google-build-using-namespace): the renderers' shared kit
 
 void RenderSummary(const Report& r, Page& p) {
   const Summary& s = r.summary;
@@ -594,126 +463,6 @@ void RenderDataLoader(const Report& r, Page& p) {
   p.Add("</section>");
 }
 
-void RenderRules(const Report& r, Page& p) {
-  const RulesSection& rs = r.rules;
-  p.Add("<section id=\"rules\"><h2>Rules</h2>");
-  if (!rs.note.empty()) p.Note(rs.note);
-  if (rs.rules.empty()) {
-    p.Note(rs.available ? "No rule fired." : "n/a: rules were not evaluated.");
-    p.Add("</section>");
-    return;
-  }
-  p.Add("<table><thead>");
-  p.Row(
-      {"Rule", "Triggered", "Severity", "Violations", "Datapoints", "Parameters", "Recommendation"},
-      true);
-  p.Add("</thead><tbody>");
-  for (const auto& rule : rs.rules) {
-    p.Row({E(rule.name), rule.triggered ? "<strong class=\"bad\">yes</strong>" : "no",
-           E(rule.severity.empty() ? "—" : rule.severity),
-           rule.violations ? std::to_string(*rule.violations) : "n/a",
-           rule.datapoints ? std::to_string(*rule.datapoints) : "n/a",
-           "<code>" + E(rule.parameters_json.empty() ? "n/a" : rule.parameters_json) + "</code>",
-           E(rule.recommendation)});
-  }
-  p.Add("</tbody></table>");
-  for (const auto& rule : rs.rules) {
-    if (!rule.triggered) continue;
-    p.Add("<div class=\"rule\"><h3>" + E(rule.name) + "</h3>");
-    for (const auto& f : rule.findings) {
-      const auto& fd = f.finding;
-      p.Add("<div class=\"finding\"><p><span class=\"sev sev-" +
-            E(model::SeverityName(fd.severity)) + "\">" + E(model::SeverityName(fd.severity)) +
-            "</span> ");
-      p.Text(fd.message);
-      p.Add("</p><p class=\"note\">");
-      p.Text((fd.node.empty() ? "" : "node " + fd.node + " · ") +
-             (fd.device.empty() ? "" : "device " + fd.device + " · ") + FormatIso8601(fd.start_ns) +
-             " → " + FormatIso8601(fd.end_ns));
-      const std::string cost = model::FormatCostImpact(fd);
-      if (!cost.empty()) {
-        p.Add("</p><p class=\"note\">Cost impact: ");
-        p.Text(cost);
-      }
-      p.Add("</p><details><summary>Evidence</summary><pre>");
-      p.Text(fd.evidence_json);
-      p.Add("</pre></details>");
-      if (f.evidence.size() > 0) {
-        std::string unit = f.evidence_metric == "step_duration_ms" ? "ms" : "ratio";
-        p.Add(p.charts.Add(
-            {{"kind", "band"},
-             {"unit", unit},
-             {"series",
-              json::array({BandSeries(
-                  f.evidence_metric + (f.evidence_device.empty() ? "" : " " + f.evidence_device),
-                  f.evidence)})},
-             {"highlight",
-              {static_cast<double>(fd.start_ns) / 1e9, static_cast<double>(fd.end_ns) / 1e9}}}));
-      }
-      p.Add("</div>");
-    }
-    p.Add("</div>");
-  }
-  p.Add("</section>");
-}
-
-void RenderCost(const Report& r, Page& p) {
-  const CostSection& c = r.cost;
-  p.Add("<section id=\"cost\"><h2>Cost</h2>");
-  if (!c.available) {
-    p.Note(c.note.empty() ? "Cost not available." : c.note);
-    p.Add("</section>");
-    return;
-  }
-  auto usd = [](std::optional<double> v) { return v ? Printf("$%.2f", *v) : std::string("n/a"); };
-  p.Add("<table class=\"facts\">");
-  p.Row({"Instance type", E(c.instance_type.empty() ? "n/a" : c.instance_type)});
-  p.Row({"Price per hour", usd(c.price_usd_per_hour) + " <span class=\"src\">(" +
-                               E(c.price_source) + ", " + E(c.price_date) + ")</span>"});
-  p.Row({"Total", usd(c.total_usd)});
-  p.Row({"Idle accelerators", usd(c.idle_accelerator_usd)});
-  p.Row({"Per step", c.cost_per_step_usd ? Printf("$%.5f", *c.cost_per_step_usd) : "n/a"});
-  p.Add("</table>");
-  if (!c.cost_by_phase_usd.empty()) {
-    p.Add("<h3>By phase</h3><table><thead>");
-    p.Row({"Phase", "Cost"}, true);
-    p.Add("</thead><tbody>");
-    for (const auto& [phase, v] : c.cost_by_phase_usd) p.Row({E(phase), usd(v)});
-    p.Add("</tbody></table>");
-  }
-  if (!c.what_ifs.empty()) {
-    p.Add("<h3>What if</h3><table><thead>");
-    p.Row({"Change", "Cost", "Saving"}, true);
-    p.Add("</thead><tbody>");
-    for (const auto& w : c.what_ifs) p.Row({E(w.description), usd(w.cost_usd), usd(w.saving_usd)});
-    p.Add("</tbody></table>");
-  }
-  if (!c.note.empty()) p.Note(c.note);
-  p.Add("</section>");
-}
-
-void RenderDataQuality(const Report& r, Page& p) {
-  const DataQuality& dq = r.data_quality;
-  p.Add("<section id=\"data-quality\"><h2>Data quality</h2><table><thead>");
-  p.Row({"Counter", "Value"}, true);
-  p.Add("</thead><tbody>");
-  for (const auto& [name, v] : dq.counters) {
-    p.Row({E(name), v ? std::to_string(*v) : "n/a"});
-  }
-  p.Add("</tbody></table>");
-  if (!dq.absent_metrics.empty()) {
-    p.Add("<h3>Not measured</h3><ul>");
-    for (const auto& a : dq.absent_metrics) p.Add("<li>" + E(a) + "</li>");
-    p.Add("</ul>");
-  }
-  if (!dq.problems.empty()) {
-    p.Add("<h3>Read problems</h3><ul>");
-    for (const auto& a : dq.problems) p.Add("<li>" + E(a) + "</li>");
-    p.Add("</ul>");
-  }
-  p.Add("</section>");
-}
-
 }  // namespace
 
 std::string HtmlEscape(std::string_view text) {
@@ -793,6 +542,7 @@ std::string RenderHtml(const Report& r) {
        std::vector<std::pair<const char*, const char*>>{{"summary", "Summary"},
                                                         {"rules", "Rules"},
                                                         {"cost", "Cost"},
+                                                        {"scaling", "Scaling"},
                                                         {"phases", "Phases"},
                                                         {"system", "System"},
                                                         {"training", "Training loop"},
@@ -800,6 +550,7 @@ std::string RenderHtml(const Report& r) {
                                                         {"python", "Python functions"},
                                                         {"data-loader", "Data loader"},
                                                         {"data-quality", "Data quality"}}) {
+    if (std::string_view(id) == "scaling" && !r.scaling.available) continue;
     p.Add(std::string("<a href=\"#") + id + "\">" + name + "</a>");
   }
   p.Add("</nav></header><main>");
@@ -807,6 +558,7 @@ std::string RenderHtml(const Report& r) {
   RenderSummary(r, p);
   RenderRules(r, p);
   RenderCost(r, p);
+  RenderScaling(r, p);
   RenderPhases(r, p);
   RenderSystem(r, p);
   RenderTraining(r, p);

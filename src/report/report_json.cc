@@ -290,6 +290,24 @@ json ReportToJson(const Report& r) {
                {"cost_per_step_usd", Opt(c.cost_per_step_usd)},
                {"what_ifs", what_ifs}};
 
+  json scaling_runs = json::array();
+  for (const ScalingRow& row : r.scaling.rows) {
+    scaling_runs.push_back({{"run", row.run},
+                            {"name", row.name},
+                            {"devices", row.devices},
+                            {"steps_per_s", row.steps_per_s},
+                            {"steps_per_s_per_device", row.steps_per_s_per_device},
+                            {"speedup", row.speedup},
+                            {"ideal_speedup", row.ideal_speedup},
+                            {"efficiency", row.efficiency},
+                            {"baseline", row.baseline},
+                            {"this_run", row.this_run}});
+  }
+  j["scaling"] = {{"available", r.scaling.available},
+                  {"note", r.scaling.note},
+                  {"warmup_steps", r.scaling.warmup_steps},
+                  {"runs", scaling_runs}};
+
   json counters = json::array();
   for (const auto& [name, value] : r.data_quality.counters) {
     counters.push_back({{"name", name}, {"value", Opt(value)}});

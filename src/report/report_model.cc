@@ -779,6 +779,9 @@ StatusOr<Report> BuildReport(store::RunReader& reader, const BuildOptions& optio
   } else {
     report.cost = CostNotAvailable();
   }
+  if (options.scaling) {
+    TP_ASSIGN_OR_RETURN(report.scaling, options.scaling(reader));
+  }
   TP_ASSIGN_OR_RETURN(auto counters, reader.Counters());
   BuildDataQuality(reader, counters, report);
   BuildVerdict(gpu, report);

@@ -200,6 +200,25 @@ struct CostSection {
   std::vector<WhatIf> what_ifs;
 };
 
+// Scaling efficiency across runs of one job at different world sizes (`trainprof report RUN
+// --scaling RUN2 ...`; computed by src/analyze/scaling, the figures `analyze --scaling` prints).
+struct ScalingRow {
+  std::string run, name;
+  int64_t devices = 0;
+  double steps_per_s = 0;             // aggregate training steps per second
+  double steps_per_s_per_device = 0;  // median over devices
+  double speedup = 0, ideal_speedup = 0;
+  double efficiency = 0;  // per-device throughput / the baseline's; 1.0 is linear scaling
+  bool baseline = false;  // the run of the fewest devices
+  bool this_run = false;  // the run the report is about
+};
+struct ScalingSection {
+  bool available = false;  // false: not asked for (no --scaling)
+  int64_t warmup_steps = 0;
+  std::string note;
+  std::vector<ScalingRow> rows;  // by devices
+};
+
 struct DataQuality {
   std::vector<std::pair<std::string, std::optional<int64_t>>> counters;
   std::vector<std::string> problems;
@@ -220,6 +239,7 @@ struct Report {
   DataLoader data_loader;
   RulesSection rules;
   CostSection cost;
+  ScalingSection scaling;
   DataQuality data_quality;
 };
 
@@ -228,6 +248,7 @@ struct Report {
 // cost advisor (see docs/modules/report.md).
 using RulesProvider = std::function<StatusOr<RulesSection>(store::RunReader&)>;
 using CostProvider = std::function<StatusOr<CostSection>(store::RunReader&, const Report&)>;
+using ScalingProvider = std::function<StatusOr<ScalingSection>(store::RunReader&)>;
 
 struct BuildOptions {
   int chart_points = 600;     // buckets per time-series chart
@@ -235,6 +256,7 @@ struct BuildOptions {
   int histogram_bins = 40;
   RulesProvider rules;  // empty: RulesFromStoredFindings
   CostProvider cost;    // empty: CostNotAvailable
+  ScalingProvider scaling;  // empty: no scaling section
 };
 
 StatusOr<Report> BuildReport(store::RunReader& reader, const BuildOptions& options = {});
