@@ -234,7 +234,7 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
   if (rule == "BatchSize") {
     auto mean = Number(ev, "gpu_mean_percent");
     if (!mean) return MissingEvidence("gpu_mean_percent");
-    return IdleGpuShare(r, *n, f, *mean, "the window that opened the finding");
+    return IdleGpuShare(r, *n, f, *mean, "the span of samples that decided it");
   }
   if (rule == "LoadBalancing") {
     auto mean = Number(ev, "mean_percent");

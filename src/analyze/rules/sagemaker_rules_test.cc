@@ -123,9 +123,24 @@ TEST(BatchSizeTest, FiresWhenCpuGpuAndMemoryAreAllLow) {
   });
   RuleResult r = EvaluateOne(pos.Finish(), "BatchSize");
   EXPECT_TRUE(r.triggered);
-  EXPECT_EQ(r.violations, 12);  // 6 windows x 2 GPUs
+  EXPECT_EQ(r.violations, 2);  // each GPU named once
   ASSERT_EQ(r.findings.size(), 2u);
   EXPECT_EQ(r.findings[1].device, "gpu1");
+  // No steps: judged after `patience` (1000) values, then decided by the bound. With no busy
+  // sample in n values, the Wilson upper bound is z^2 / (n + z^2) = 2.706 / (n + 2.706), below
+  // 5 % from n = 52 (26 s at 500 ms) on: named within the first 30 s judged, not 750 s (the
+  // fixed windows) in.
+  const int64_t judged_from = kStart + 1000 * 500 * kMs;
+  for (const auto& f : r.findings) {
+    EXPECT_LE(f.end_ns - judged_from, 30 * kSec) << f.message;
+    const nlohmann::json e = Evidence(f);
+    const double n = e["span_samples"].get<double>(), z2 = 1.6448536 * 1.6448536;
+    EXPECT_EQ(e["busy_share"].get<double>(), 0);
+    EXPECT_NEAR(e["busy_share_upper"].get<double>(), z2 / (n + z2), 1e-4);
+    EXPECT_LT(e["busy_share_upper"].get<double>(), 0.05);
+    EXPECT_NEAR(e["gpu_p95_percent"].get<double>(), f.device == "gpu0" ? 30 : 35, 1e-9);
+    EXPECT_NEAR(e["cpu_p95_percent"].get<double>(), 20, 1e-9);
+  }
   Scenario neg("batch_neg");
   neg.System("n0", 1800, 500, 8, 2, [&](Scenario::Tick& t) {
     for (auto& c : t.core) c = 0.2;
@@ -133,6 +148,16 @@ TEST(BatchSizeTest, FiresWhenCpuGpuAndMemoryAreAllLow) {
     t.gpu_mem = {0.85, 0.9};  // memory is full: a larger batch does not fit
   });
   EXPECT_SILENT_ON_DATA(EvaluateOne(neg.Finish(), "BatchSize"));
+  // One in five samples busy on the GPU: its 95th percentile is above the threshold; the
+  // share bound never gets under 5 %.
+  Scenario bursty("batch_bursty");
+  int64_t tick = 0;
+  bursty.System("n0", 1800, 500, 8, 1, [&](Scenario::Tick& t) {
+    for (auto& c : t.core) c = 0.2;
+    t.gpu = {++tick % 5 == 0 ? 0.95 : 0.3};
+    t.gpu_mem = {0.2};
+  });
+  EXPECT_SILENT_ON_DATA(EvaluateOne(bursty.Finish(), "BatchSize"));
 }
 
 // Defect: smdebug compared mean(v[-window:]) with mean(v[-window-1:-2]), two slices that

@@ -332,7 +332,12 @@ class LowGpuUtilizationRule : public Rule {
 };
 
 // ---------------------------------------------------------------------------------------------
-// BatchSize: CPU, GPU and GPU memory all low (95th percentiles) over the same window.
+// BatchSize: per GPU, from `settle_s` after the node's first step (without steps: after
+// `patience` values), a confidence bound over recent spans of at most `window` values
+// (share_bound.h) on the share of samples in which the node's CPU (mean of cores), the GPU or
+// its memory is at or above its threshold ("busy"): the batch could be larger once that share
+// is below 5 % with confidence, so that each of the three 95th percentiles is below its
+// threshold. (Stricter than three separate tests where the busy moments do not coincide.)
 class BatchSizeRule : public Rule {
  public:
   BatchSizeRule(const RuleSpec& spec, Params params)
@@ -340,8 +345,17 @@ class BatchSizeRule : public Rule {
         cpu_p95_(this->params().Number("cpu_threshold_p95")),
         gpu_p95_(this->params().Number("gpu_threshold_p95")),
         mem_p95_(this->params().Number("gpu_memory_threshold_p95")),
+        window_(std::max<int64_t>(1, this->params().Integer("window"))),
         patience_(this->params().Integer("patience")),
-        window_(std::max<int64_t>(1, this->params().Integer("window"))) {}
+        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
+        options_(ShareOptionsOf(this->params())) {
+    options_.max_samples = window_;
+  }
+
+  void OnStep(const StepRow& s) override {
+    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
+    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
+  }
 
   void OnSnapshot(const Snapshot& snap) override {
     double core_sum = 0, total = -1;
@@ -359,81 +373,109 @@ class BatchSizeRule : public Rule {
       }
     }
     if (!any_gpu || (cores == 0 && total < 0)) return;
+    ++result().datapoints;
+    if (!Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_)) {
+      return;
+    }
     NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
     if (n.cpu.size() == 0) n.cpu = RecentValues(static_cast<size_t>(window_));
-    n.cpu.Add(snap.ts_ns, (cores > 0 ? core_sum / cores : total) * 100);
+    const double cpu = (cores > 0 ? core_sum / cores : total) * 100;
+    n.cpu.Add(snap.ts_ns, cpu);
+    // This snapshot's utilisation and memory of each GPU (both are needed to judge it).
+    seen_.clear();
     for (const SampleValue& v : snap.values) {
       const SeriesKey& key = ctx().Series(v.series);
       if (key.kind != MetricKind::kGpuUtil && key.kind != MetricKind::kGpuMemUtil) continue;
-      auto [it, inserted] = n.gpus.try_emplace(key.device_index, static_cast<size_t>(window_));
-      (key.kind == MetricKind::kGpuUtil ? it->second.util : it->second.mem)
-          .Add(snap.ts_ns, v.value * 100);
+      auto& [util, mem] = seen_[key.device_index];
+      (key.kind == MetricKind::kGpuUtil ? util : mem) = v.value * 100;
     }
-    ++result().datapoints;
-    const int64_t c = n.cpu.count();
-    if (c > patience_ && c % window_ == 0) Evaluate(snap.node, n);
-  }
-
-  void Finalize(int64_t) override {
-    for (size_t node = 0; node < nodes_.size(); ++node) {
-      const int64_t c = nodes_[node].cpu.count();
-      if (c > patience_ && c % window_ != 0) Evaluate(static_cast<int32_t>(node), nodes_[node]);
+    for (const auto& [index, values] : seen_) {
+      const auto& [util, mem] = values;
+      if (!util || !mem) continue;
+      auto [it, inserted] = n.gpus.try_emplace(index, static_cast<size_t>(window_), options_);
+      Gpu& g = it->second;
+      g.util.Add(snap.ts_ns, *util);
+      g.mem.Add(snap.ts_ns, *mem);
+      const bool busy = cpu >= cpu_p95_ || *util >= gpu_p95_ || *mem >= mem_p95_;
+      if (!g.share.Add(snap.ts_ns, busy) || g.fired) continue;
+      std::optional<ShareSpan> low;
+      g.share.Spans([&](const ShareSpan& s) {
+        if (s.upper[0] < kTail && (!low || s.upper[0] < low->upper[0])) low = s;
+        return false;
+      });
+      if (!low) continue;
+      ++result().violations;
+      g.fired = true;
+      Report(snap.node, index, n, g, *low);
     }
   }
 
  private:
+  static constexpr double kTail = 0.05;  // the 95th percentiles: 5 % of values beyond
   struct Gpu {
-    explicit Gpu(size_t window) : util(window), mem(window) {}
+    Gpu(size_t window, const ShareOptions& o) : util(window), mem(window), share(o) {}
     RecentValues util, mem;
-    Episode episode;
+    ShareBound share;
+    bool fired = false;
   };
   struct NodeState {
     RecentValues cpu{0};
     std::map<int, Gpu> gpus;  // by GPU index
   };
 
-  void Evaluate(int32_t node_id, NodeState& n) {
-    auto [start, end] = n.cpu.Copy(&scratch_);
-    const double cpu = stats::QuantileInPlace(scratch_, 0.95);
-    for (auto& [index, g] : n.gpus) {
-      bool violating = false;
-      double util = 0, mem = 0, util_mean = 0;
-      if (cpu < cpu_p95_ && g.util.size() > 0 && g.mem.size() > 0) {
-        g.util.Copy(&scratch_);
-        for (double v : scratch_) util_mean += v;
-        if (!scratch_.empty()) util_mean /= static_cast<double>(scratch_.size());
-        util = stats::QuantileInPlace(scratch_, 0.95);
-        g.mem.Copy(&scratch_);
-        mem = stats::QuantileInPlace(scratch_, 0.95);
-        violating = util < gpu_p95_ && mem < mem_p95_;
-      }
-      if (violating) ++result().violations;
-      if (!g.episode.Update(violating)) continue;
-      const std::string& node = ctx().NodeName(node_id);
-      const std::string device = "gpu" + std::to_string(index);
-      Emit(MakeFinding(
-          Severity::kInfo, node, device, start, end,
-          device + " on " + node + " has room for a larger batch: 95th percentiles GPU " +
-              Fixed(util) + "%, GPU memory " + Fixed(mem) + "%, CPU " + Fixed(cpu) +
-              "% (all below " + Fixed(gpu_p95_, 0) + "/" + Fixed(mem_p95_, 0) + "/" +
-              Fixed(cpu_p95_, 0) + "%)",
-          "Increase the batch size (scale the learning rate with it) to use the GPU's memory "
-          "and compute, or run on a smaller / cheaper instance.",
-          {{"cpu_p95_percent", Round(cpu, 2)},
-           {"gpu_p95_percent", Round(util, 2)},
-           {"gpu_mean_percent", Round(util_mean, 2)},
-           {"gpu_memory_p95_percent", Round(mem, 2)},
-           {"window_start_ns", start},
-           {"window_end_ns", end},
-           {"cpu_threshold_p95", cpu_p95_},
-           {"gpu_threshold_p95", gpu_p95_},
-           {"gpu_memory_threshold_p95", mem_p95_}}));
-    }
+  // The 95th percentile (and mean) of the span's last `keep` values of a series.
+  std::pair<double, double> Tail(const RecentValues& values, size_t keep) {
+    values.Copy(&scratch_);
+    keep = std::min(keep, scratch_.size());
+    scratch_.erase(scratch_.begin(), scratch_.end() - static_cast<std::ptrdiff_t>(keep));
+    double sum = 0;
+    for (double v : scratch_) sum += v;
+    const double mean = scratch_.empty() ? 0 : sum / static_cast<double>(scratch_.size());
+    return {stats::QuantileInPlace(scratch_, 0.95), mean};
+  }
+
+  void Report(int32_t node_id, int index, const NodeState& n, const Gpu& g, const ShareSpan& s) {
+    const size_t keep = static_cast<size_t>(s.samples);
+    const auto [cpu, cpu_mean] = Tail(n.cpu, keep);
+    const auto [util, util_mean] = Tail(g.util, keep);
+    const auto [mem, mem_mean] = Tail(g.mem, keep);
+    const std::string& node = ctx().NodeName(node_id);
+    const std::string device = "gpu" + std::to_string(index);
+    json evidence = {{"cpu_p95_percent", Round(cpu, 2)},
+                     {"gpu_p95_percent", Round(util, 2)},
+                     {"gpu_mean_percent", Round(util_mean, 2)},
+                     {"gpu_memory_p95_percent", Round(mem, 2)},
+                     {"window_start_ns", s.start_ns},
+                     {"window_end_ns", s.end_ns},
+                     {"cpu_threshold_p95", cpu_p95_},
+                     {"gpu_threshold_p95", gpu_p95_},
+                     {"gpu_memory_threshold_p95", mem_p95_},
+                     {"busy_share", Round(s.share[0], 4)},
+                     {"busy_share_upper", Round(s.upper[0], 4)},
+                     // [[block start, values, values with CPU, GPU or memory busy, 0]]
+                     {"blocks", g.share.Blocks(s.start_ns, 150)}};
+    evidence.update(SpanEvidence(s, 0, options_));
+    Emit(MakeFinding(
+        Severity::kInfo, node, device, s.start_ns, s.end_ns,
+        device + " on " + node + " has room for a larger batch: over the last " +
+            Fixed(static_cast<double>(s.end_ns - s.start_ns) / 1e9, 0) + " s (" +
+            std::to_string(s.samples) + " samples) " + Pct(s.share[0]) +
+            " of samples had the CPU, the GPU or its memory at or above its threshold, at most " +
+            Pct(s.upper[0]) + " at " + Fixed(options_.confidence * 100, 0) +
+            "% confidence; 95th percentiles GPU " + Fixed(util) + "%, GPU memory " + Fixed(mem) +
+            "%, CPU " + Fixed(cpu) + "% (thresholds " + Fixed(gpu_p95_, 0) + "/" +
+            Fixed(mem_p95_, 0) + "/" + Fixed(cpu_p95_, 0) + "%)",
+        "Increase the batch size (scale the learning rate with it) to use the GPU's memory "
+        "and compute, or run on a smaller / cheaper instance.",
+        evidence));
   }
 
   double cpu_p95_, gpu_p95_, mem_p95_;
-  int64_t patience_, window_;
+  int64_t window_, patience_, settle_ns_;
+  ShareOptions options_;
+  std::vector<JudgeFrom> from_;
   std::vector<NodeState> nodes_;
+  std::map<int, std::pair<std::optional<double>, std::optional<double>>> seen_;
   std::vector<double> scratch_;
 };
 
@@ -779,13 +821,17 @@ void AddSageMakerSystemRules(std::vector<BuiltinRule>* out) {
        FactoryOf<LowGpuUtilizationRule>()});
   out->push_back(
       {{"BatchSize",
-        "Per GPU: fires when, over a window, the 95th percentiles of CPU, GPU and GPU memory "
-        "utilisation are all below their thresholds: the batch could be larger.",
+        "Per GPU, over recent spans: fires when, with confidence, fewer than 5 % of samples have "
+        "the CPU, the GPU or its memory at or above its threshold (each 95th percentile below "
+        "it): the batch could be larger.",
         true,
-        {P("cpu_threshold_p95", 70, "CPU 95th percentile (%) threshold"),
-         P("gpu_threshold_p95", 70, "GPU 95th percentile (%) threshold"),
-         P("gpu_memory_threshold_p95", 70, "GPU memory 95th percentile (%) threshold"),
-         P("patience", 1000, fixed_patience_doc), P("window", 500, "samples per window")}},
+        share_params(
+            {P("cpu_threshold_p95", 70, "CPU 95th percentile (%) threshold"),
+             P("gpu_threshold_p95", 70, "GPU 95th percentile (%) threshold"),
+             P("gpu_memory_threshold_p95", 70, "GPU memory 95th percentile (%) threshold"),
+             P("window", 500, "values in the longest span judged"),
+             P("patience", 1000, patience_doc)},
+            false)},
        FactoryOf<BatchSizeRule>()});
   out->push_back(
       {{"GPUMemoryIncrease",
