@@ -1,5 +1,4 @@
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 
 #include "base/time.h"
@@ -7,19 +6,10 @@
 
 namespace trainprof::report::html {
 
-std::string Printf(const char* fmt, ...) {
-  char buf[64];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, args);
-  va_end(args);
-  return buf;
-}
-
 std::string FormatValue(std::optional<double> v, const std::string& unit) {
   if (!v) return "n/a";
   double x = *v;
-  if (unit == "ratio" || unit == "share") return Printf("%.1f %%", x * 100);
+  if (unit == "ratio" || unit == "share") return StrFormat("%.1f %%", x * 100);
   if (unit == "bytes" || unit == "bytes_per_second") {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
@@ -27,13 +17,13 @@ std::string FormatValue(std::optional<double> v, const std::string& unit) {
       x /= 1024;
       ++i;
     }
-    std::string s = Printf(i == 0 ? "%.0f" : "%.1f", x) + " " + units[i];
+    std::string s = StrFormat(i == 0 ? "%.0f" : "%.1f", x) + " " + units[i];
     return unit == "bytes" ? s : s + "/s";
   }
-  if (unit == "watts") return Printf("%.0f W", x);
-  if (unit == "cores") return Printf("%.2f cores", x);
-  if (unit == "ms") return x >= 100 ? Printf("%.0f ms", x) : Printf("%.2f ms", x);
-  return Printf("%.4g", x);
+  if (unit == "watts") return StrFormat("%.0f W", x);
+  if (unit == "cores") return StrFormat("%.2f cores", x);
+  if (unit == "ms") return x >= 100 ? StrFormat("%.0f ms", x) : StrFormat("%.2f ms", x);
+  return StrFormat("%.4g", x);
 }
 
 std::string Duration(std::optional<int64_t> ns) { return ns ? FormatDuration(*ns) : "n/a"; }

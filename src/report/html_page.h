@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/strings.h"
 #include "report/report_html.h"
 #include "report/report_model.h"
 
@@ -17,7 +18,6 @@ namespace trainprof::report::html {
 
 using nlohmann::json;
 
-__attribute__((format(printf, 1, 2))) std::string Printf(const char* fmt, ...);
 // A value in its unit ("ratio" as a percentage, bytes in KiB/MiB/..., "ms"); "n/a" when absent.
 std::string FormatValue(std::optional<double> v, const std::string& unit);
 std::string Duration(std::optional<int64_t> ns);

@@ -74,7 +74,7 @@ void RenderPhases(const Report& r, Page& p) {
     double width = std::max(0.3, static_cast<double>(ph.duration_ns) / span * 100);
     p.Add("<div class=\"tl-row\"><span class=\"tl-label\">" + E(ph.name) +
           "</span><span class=\"tl-track\"><span class=\"tl-bar phase-" + E(ph.name) +
-          "\" style=\"left:" + Printf("%.3f", left) + "%;width:" + Printf("%.3f", width) +
+          "\" style=\"left:" + StrFormat("%.3f", left) + "%;width:" + StrFormat("%.3f", width) +
           "%\" title=\"" + E(ph.name + ": " + FormatDuration(ph.duration_ns)) +
           "\"></span></span></div>");
   }
@@ -255,14 +255,14 @@ void RenderTraining(const Report& r, Page& p) {
     p.Row(row);
   }
   p.Add("</tbody></table><p>Train/eval time ratio: <strong>" +
-        (t.train_eval_ratio ? Printf("%.2f", *t.train_eval_ratio) : std::string("n/a")) +
+        (t.train_eval_ratio ? StrFormat("%.2f", *t.train_eval_ratio) : std::string("n/a")) +
         "</strong></p>");
   if (!t.parts.empty()) {
     p.Add("<h3>Where step time goes</h3><div class=\"stack\">");
     for (const auto& part : t.parts) {
       double w = part.share.value_or(0) * 100;
       if (w <= 0) continue;
-      p.Add("<span class=\"part part-" + E(part.part) + "\" style=\"width:" + Printf("%.3f", w) +
+      p.Add("<span class=\"part part-" + E(part.part) + "\" style=\"width:" + StrFormat("%.3f", w) +
             "%\" title=\"" + E(part.part + " " + FormatValue(part.share, "ratio")) + "\">" +
             (w > 6 ? E(part.part) : std::string()) + "</span>");
     }

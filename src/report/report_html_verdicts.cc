@@ -78,14 +78,14 @@ void RenderCost(const Report& r, Page& p) {
     p.Add("</section>");
     return;
   }
-  auto usd = [](std::optional<double> v) { return v ? Printf("$%.2f", *v) : std::string("n/a"); };
+  auto usd = [](std::optional<double> v) { return v ? StrFormat("$%.2f", *v) : std::string("n/a"); };
   p.Add("<table class=\"facts\">");
   p.Row({"Instance type", E(c.instance_type.empty() ? "n/a" : c.instance_type)});
   p.Row({"Price per hour", usd(c.price_usd_per_hour) + " <span class=\"src\">(" +
                                E(c.price_source) + ", " + E(c.price_date) + ")</span>"});
   p.Row({"Total", usd(c.total_usd)});
   p.Row({"Idle accelerators", usd(c.idle_accelerator_usd)});
-  p.Row({"Per step", c.cost_per_step_usd ? Printf("$%.5f", *c.cost_per_step_usd) : "n/a"});
+  p.Row({"Per step", c.cost_per_step_usd ? StrFormat("$%.5f", *c.cost_per_step_usd) : "n/a"});
   p.Add("</table>");
   if (!c.cost_by_phase_usd.empty()) {
     p.Add("<h3>By phase</h3><table><thead>");
@@ -117,10 +117,10 @@ void RenderScaling(const Report& r, Page& p) {
     if (row.this_run) run = "<strong>" + run + "</strong> (this run)";
     if (row.baseline) run += " (baseline)";
     const bool poor = !row.baseline && row.efficiency < 0.8;
-    p.Row({run, std::to_string(row.devices), Printf("%.3f", row.steps_per_s),
-           Printf("%.3f", row.steps_per_s_per_device), Printf("%.2f×", row.speedup),
-           Printf("%.2f×", row.ideal_speedup),
-           (poor ? "<strong class=\"bad\">" : "<strong>") + Printf("%.1f %%", 100 * row.efficiency) +
+    p.Row({run, std::to_string(row.devices), StrFormat("%.3f", row.steps_per_s),
+           StrFormat("%.3f", row.steps_per_s_per_device), StrFormat("%.2f×", row.speedup),
+           StrFormat("%.2f×", row.ideal_speedup),
+           (poor ? "<strong class=\"bad\">" : "<strong>") + StrFormat("%.1f %%", 100 * row.efficiency) +
                "</strong>"});
   }
   p.Add("</tbody></table>");

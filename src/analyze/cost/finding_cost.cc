@@ -1,9 +1,10 @@
 #include "analyze/cost/finding_cost.h"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+
+#include "base/strings.h"
 
 namespace trainprof::cost {
 namespace {
@@ -12,18 +13,9 @@ using nlohmann::json;
 
 constexpr double kNs = 1e9;
 
-std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Fmt(const char* format, ...) {
-  char buf[128];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
-std::string PerHour(double usd_per_hour) { return "$" + Fmt("%.6g", usd_per_hour) + "/h"; }
-std::string Seconds(double s) { return Fmt("%.1f", s) + " s"; }
-std::string Percent(double pct) { return Fmt("%.1f", pct) + " %"; }
+std::string PerHour(double usd_per_hour) { return "$" + StrFormat("%.6g", usd_per_hour) + "/h"; }
+std::string Seconds(double s) { return StrFormat("%.1f", s) + " s"; }
+std::string Percent(double pct) { return StrFormat("%.1f", pct) + " %"; }
 
 // The instance and its price with date and source, e.g. "ml.p3.8xlarge at $14.688/h (sagemaker
 // training on-demand; <source>, as of 2021-11-29)".
@@ -32,7 +24,7 @@ std::string PriceText(const NodeCost& n, bool with_storage = true) {
                   n.price.basis + "; " + n.price.source + ", as of " + n.price.as_of + ")";
   if (with_storage && n.storage_cost_usd > 0) {
     s += " + ML storage $" +
-         Fmt("%.4f", n.rate_usd_per_second * 3600 - n.price.price_usd_per_hour) + "/h";
+         StrFormat("%.4f", n.rate_usd_per_second * 3600 - n.price.price_usd_per_hour) + "/h";
   }
   return s;
 }
@@ -102,8 +94,8 @@ FindingCost Coincidence(const NodeCost& n, const model::Finding& f, const json& 
   return Priced(gpu_s * *n.accelerator_usd_per_second,
                 "GPU time left idle while the CPU was " +
                     std::string(f.rule == "IOBottleneck" ? "waiting for I/O" : "busy") + ": " +
-                    Fmt("%.0f", *idle) + " idle GPU-samples x " + Fmt("%.3f", interval_s) +
-                    " s sampling interval = " + Fmt("%.3f", gpu_s / 3600) +
+                    StrFormat("%.0f", *idle) + " idle GPU-samples x " + StrFormat("%.3f", interval_s) +
+                    " s sampling interval = " + StrFormat("%.3f", gpu_s / 3600) +
                     " GPU-hours, until the rule fired, at " + GpuRateText(n));
 }
 
@@ -158,7 +150,7 @@ FindingCost Underused(const CostReport& r, const Catalog* catalog, const NodeCos
     return Priced(best->saving_usd, run_cost + "; " + best->title + " would cost " +
                                         model::FormatUsd(best->new_cost_usd) + ", saving " +
                                         model::FormatUsd(best->saving_usd) + " (" +
-                                        Fmt("%.0f", best->saving_pct) + " %)" + priced);
+                                        StrFormat("%.0f", best->saving_pct) + " %)" + priced);
   }
   // No cheaper catalog type: the unused share of what was paid over the finding's range.
   std::string why;
@@ -284,25 +276,25 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
     auto wait = Number(ev, "mean_data_wait_ms");
     if (!steps || !wait) return MissingEvidence("mean_data_wait_ms");
     return PerRankTime(*n, *steps * *wait / 1e3,
-                       "time waiting for the next batch in the window's " + Fmt("%.0f", *steps) +
-                           " steps (" + Fmt("%.3f", *wait) + " ms per step)");
+                       "time waiting for the next batch in the window's " + StrFormat("%.0f", *steps) +
+                           " steps (" + StrFormat("%.3f", *wait) + " ms per step)");
   }
   if (rule == "GPUIdleBetweenSteps") {
     auto steps = Number(ev, "steps");
     auto gap = Number(ev, "mean_gap_ms");
     if (!steps || !gap) return MissingEvidence("mean_gap_ms");
     return PerRankTime(*n, *steps * *gap / 1e3,
-                       "host-side gaps between the window's " + Fmt("%.0f", *steps) + " steps (" +
-                           Fmt("%.3f", *gap) + " ms per step)");
+                       "host-side gaps between the window's " + StrFormat("%.0f", *steps) + " steps (" +
+                           StrFormat("%.3f", *gap) + " ms per step)");
   }
   if (rule == "Recompilation") {
     auto excess = Number(ev, "excess_ms");
     auto count = Number(ev, "recompiles_in_window");
     if (!excess || !count) return MissingEvidence("excess_ms");
     return PerRankTime(*n, *excess / 1e3,
-                       "time the " + Fmt("%.0f", *count) +
+                       "time the " + StrFormat("%.0f", *count) +
                            " recompiling steps took beyond the usual step (" +
-                           Fmt("%.3f", *excess / 1e3) + " s)");
+                           StrFormat("%.3f", *excess / 1e3) + " s)");
   }
   if (rule == "LongPauses") {
     auto pause = Number(ev, "pause_ms");
@@ -330,9 +322,9 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
     if (!rank || !typical || !ranks || !steps) return MissingEvidence("rank_median_own_ms");
     const double wait_s = std::max(0.0, *rank - *typical) / 1e3 * *steps * (*ranks - 1);
     return PerRankTime(*n, wait_s,
-                       "the other " + Fmt("%.0f", *ranks - 1) + " ranks waiting " +
-                           Fmt("%.3f", *rank - *typical) + " ms per step for " +
-                           Fmt("%.0f", *steps) +
+                       "the other " + StrFormat("%.0f", *ranks - 1) + " ranks waiting " +
+                           StrFormat("%.3f", *rank - *typical) + " ms per step for " +
+                           StrFormat("%.0f", *steps) +
                            " steps (synchronous training; each rank "
                            "priced like this one)");
   }

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 
+#include "base/strings.h"
 #include "base/time.h"
 
 namespace trainprof::cost {
@@ -17,15 +17,6 @@ constexpr double kLowGpuP95 = 0.70;       // LowGPUUtilization / BatchSize thres
 constexpr double kMaxInitSeconds = 1200;  // MaxInitializationTime default: 20 min
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Fmt(const char* format, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof(buf), format, args);
-  va_end(args);
-  return buf;
-}
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -84,7 +75,7 @@ std::optional<double> TimeFactor(const Catalog& catalog, const std::string& from
   double bw = *a->mem_bw_gbs / *b->mem_bw_gbs;
   double f = std::max(*compute, bw);
   *how =
-      Fmt("estimated step time x%.2f on %s vs %s (peak %s ratio %.2f, memory bandwidth ratio "
+      StrFormat("estimated step time x%.2f on %s vs %s (peak %s ratio %.2f, memory bandwidth ratio "
           "%.2f; the slower bound; gpus.csv peaks, not a measurement)",
           f, to.c_str(), from.c_str(), unit.c_str(), *compute, bw);
   return f;
@@ -132,18 +123,18 @@ Requirements Measure(const CostReport& r, const InstanceType& cur) {
   if (gpu_measured && q.gpus > 0) {
     q.measured = true;
     q.gpus = std::max(1, busy);
-    q.evidence.push_back(Fmt("%d of %d GPUs busy (p95 gpu_utilization_ratio >= %.0f %%)", busy,
+    q.evidence.push_back(StrFormat("%d of %d GPUs busy (p95 gpu_utilization_ratio >= %.0f %%)", busy,
                              cur.AcceleratorCount(), r.idle_threshold_ratio * 100));
     if (gpu_mem_peak >= 0) {
       q.gpu_mem_bytes = gpu_mem_peak * kHeadroom;
       q.evidence.push_back(
-          Fmt("peak GPU memory %.1f GiB per GPU (gpu_memory_used_bytes)", gpu_mem_peak / kGiB));
+          StrFormat("peak GPU memory %.1f GiB per GPU (gpu_memory_used_bytes)", gpu_mem_peak / kGiB));
     }
   }
   if (cpu_cores) {
     q.measured = true;
     q.vcpus = *cpu_cores * kHeadroom;
-    q.evidence.push_back(Fmt("CPU p95 %.1f of %.0f %s busy (cpu_utilization_ratio total)",
+    q.evidence.push_back(StrFormat("CPU p95 %.1f of %.0f %s busy (cpu_utilization_ratio total)",
                              *cpu_cores, cores_of.value_or(0),
                              cores_recorded ? "recorded CPU cores" : "vCPUs"));
   } else {
@@ -152,7 +143,7 @@ Requirements Measure(const CostReport& r, const InstanceType& cur) {
   if (host_mem) {
     q.measured = true;
     q.host_mem_gib = *host_mem / kGiB * kHeadroom;
-    q.evidence.push_back(Fmt("peak host memory %.1f GiB of %.0f (memory_used_bytes)",
+    q.evidence.push_back(StrFormat("peak host memory %.1f GiB of %.0f (memory_used_bytes)",
                              *host_mem / kGiB, cur.memory_gib.value_or(0)));
   } else {
     q.host_mem_gib = cur.memory_gib;
@@ -247,7 +238,7 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
     double dn = TypicalSpotDiscountPct(catalog, node.instance, &b);
     w.new_cost_usd += node.total_cost_usd * (1 - dn / 100) * (1 + rework);
   }
-  w.title = Fmt("Run on managed spot: about %.0f %% off %s", d, first.instance_type.c_str());
+  w.title = StrFormat("Run on managed spot: about %.0f %% off %s", d, first.instance_type.c_str());
   w.evidence.push_back("discount: " + basis);
   const std::string& spot_date = first.instance.spot_as_of;
   auto age = AgeDays(spot_date, options.now_ns != 0 ? options.now_ns : WallNowNs());
@@ -256,11 +247,11 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
                             " days old): spot prices move; check the Spot Instance Advisor");
   }
   w.evidence.push_back(
-      Fmt("restart cost measured in this run: %.0f s initialisation billed again (the %.0f s "
+      StrFormat("restart cost measured in this run: %.0f s initialisation billed again (the %.0f s "
           "download is repeated but not billed)",
           ev.initialization_seconds, ev.download_seconds));
   w.evidence.push_back(ev.checkpoint_spans > 0
-                           ? Fmt("%d checkpoint phase spans (median interval %.0f s)",
+                           ? StrFormat("%d checkpoint phase spans (median interval %.0f s)",
                                  ev.checkpoint_spans, ev.checkpoint_interval_seconds.value_or(0))
                            : "no checkpoint phase spans recorded");
   w.assumptions.push_back(
@@ -269,7 +260,7 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
             : "interruption frequency assumed 10-15 % a month (no Spot Advisor bucket for this "
               "type in the catalog)");
   w.assumptions.push_back(
-      Fmt("%.2f expected interruptions over %.1f h x %d instances; each restarts every "
+      StrFormat("%.2f expected interruptions over %.1f h x %d instances; each restarts every "
           "instance, bills its initialisation again and loses %.0f s of work (rework "
           "+%.3f %%); the repeated download is not billed",
           k, t_s / 3600, r->instance_count, lost_s, rework * 100));
@@ -348,7 +339,7 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     w.title = "Use " + opt->row->instance_type + " instead of " + cur.instance_type;
     w.evidence = q.evidence;
     w.assumptions.push_back(
-        Fmt("%s has %d x %s, %.0f vCPUs, %.0f GiB: holds the measured peaks plus 20 %% headroom",
+        StrFormat("%s has %d x %s, %.0f vCPUs, %.0f GiB: holds the measured peaks plus 20 %% headroom",
             opt->row->instance_type.c_str(), opt->row->AcceleratorCount(),
             opt->row->accel_model.empty() ? "no accelerator" : opt->row->accel_model.c_str(),
             opt->row->vcpus.value_or(0), opt->row->memory_gib.value_or(0)));
@@ -387,7 +378,7 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     }
     if (max_p95 >= kLowGpuP95) {
       r->not_proposed.push_back(
-          Fmt("fewer GPUs / bigger batch: busy GPUs reach p95 %.0f %% "
+          StrFormat("fewer GPUs / bigger batch: busy GPUs reach p95 %.0f %% "
               "(LowGPUUtilization threshold 70 %%)",
               max_p95 * 100));
       return;
@@ -402,7 +393,7 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     auto f = best_option(fewer, true);
     if (!f || f->cost >= r->total_cost_usd - 0.005 || (opt && f->row == opt->row)) {
       r->not_proposed.push_back(
-          Fmt("fewer GPUs / bigger batch: GPUs under-used (busy GPUs p95 at most %.0f %%, mean sum "
+          StrFormat("fewer GPUs / bigger batch: GPUs under-used (busy GPUs p95 at most %.0f %%, mean sum "
               "%.2f GPUs) but no cheaper %s size with %d GPU(s) beyond the rightsizing one",
               max_p95 * 100, sum_mean, cur.accel_model.c_str(), target));
       return;
@@ -411,10 +402,10 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     w.id = "fewer_gpus";
     w.instance_type = f->row->instance_type;
     w.new_cost_usd = f->cost;
-    w.title = Fmt("Bigger batch on fewer GPUs: %d x %s (%s)", f->row->AcceleratorCount(),
+    w.title = StrFormat("Bigger batch on fewer GPUs: %d x %s (%s)", f->row->AcceleratorCount(),
                   cur.accel_model.c_str(), f->row->instance_type.c_str());
     w.evidence.push_back(
-        Fmt("%d busy GPUs with p95 utilisation at most %.0f %% (< 70 %%: "
+        StrFormat("%d busy GPUs with p95 utilisation at most %.0f %% (< 70 %%: "
             "LowGPUUtilization / BatchSize shape); their mean utilisation adds "
             "up to %.2f GPUs",
             busy, max_p95 * 100, sum_mean));
@@ -422,7 +413,7 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
       if (RuleFired(ev, rule)) w.evidence.push_back(std::string("rule ") + rule + " fired");
     }
     w.assumptions.push_back(
-        Fmt("the same work packs into %d GPU(s) at 80 %% utilisation with a "
+        StrFormat("the same work packs into %d GPU(s) at 80 %% utilisation with a "
             "larger per-GPU batch; step count and wall-clock as measured "
             "(optimistic: scaling is rarely linear, and wall-clock may grow)",
             target));
@@ -453,7 +444,7 @@ void MixedPrecisionWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, Cost
   const double s = *ev.fp32_matmul_kernel_share;
   if (s < 0.10 || ratio < 1.5) {
     r->not_proposed.push_back(
-        Fmt("mixed precision: fp32 matmul kernels are %.0f %% of kernel "
+        StrFormat("mixed precision: fp32 matmul kernels are %.0f %% of kernel "
             "time (need 10 %%) on a %.1fx tensor/fp32 accelerator",
             s * 100, ratio));
     return;
@@ -468,13 +459,13 @@ void MixedPrecisionWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, Cost
     new_cost += n.total_cost_usd - saved_s * n.rate_usd_per_second;
   }
   w.new_cost_usd = new_cost;
-  w.title = Fmt("Mixed precision (bf16/fp16 autocast): up to %.0f %% less training time",
+  w.title = StrFormat("Mixed precision (bf16/fp16 autocast): up to %.0f %% less training time",
                 100 * s * (1 - 1 / ratio));
   w.evidence.push_back(
-      Fmt("%.0f %% of GPU kernel time is matmul/convolution kernels without "
+      StrFormat("%.0f %% of GPU kernel time is matmul/convolution kernels without "
           "tensor-core names (%lld kernel events)",
           s * 100, static_cast<long long>(ev.kernel_events)));
-  w.evidence.push_back(Fmt("%s: %.0f TFLOPS 16-bit tensor vs %.1f fp32 (x%.1f, gpus.csv)",
+  w.evidence.push_back(StrFormat("%s: %.0f TFLOPS 16-bit tensor vs %.1f fp32 (x%.1f, gpus.csv)",
                            a->accel_model.c_str(), *a->TensorTflops16(), *a->fp32_tflops, ratio));
   w.assumptions.push_back(
       "upper bound: only the fp32 matmul share of training time speeds up, "
@@ -492,12 +483,12 @@ void CpuGroupWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, CostReport
   std::vector<std::string> evidence;
   if (r->steps.data_wait_fraction && *r->steps.data_wait_fraction >= 0.20) {
     w_frac = *r->steps.data_wait_fraction;
-    evidence.push_back(Fmt("data_wait is %.0f %% of step time", *w_frac * 100));
+    evidence.push_back(StrFormat("data_wait is %.0f %% of step time", *w_frac * 100));
   }
   if (first.usage.cpu_bound_fraction && *first.usage.cpu_bound_fraction > 0.5) {
     if (!w_frac) w_frac = *first.usage.cpu_bound_fraction;
     evidence.push_back(
-        Fmt("GPUs under 10 %% while CPU over 90 %% for %.0f %% of samples "
+        StrFormat("GPUs under 10 %% while CPU over 90 %% for %.0f %% of samples "
             "(CPUBottleneck shape)",
             *first.usage.cpu_bound_fraction * 100));
   }
@@ -542,7 +533,7 @@ void CpuGroupWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, CostReport
   }
   if (new_cost >= r->total_cost_usd - 0.005) {
     r->not_proposed.push_back(
-        Fmt("heterogeneous CPU group: %s for %.1f h costs more than the "
+        StrFormat("heterogeneous CPU group: %s for %.1f h costs more than the "
             "GPU time it would recover",
             cpu->instance_type.c_str(), hours));
     return;
@@ -554,7 +545,7 @@ void CpuGroupWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, CostReport
   w.title = "Move data preprocessing to an " + cpu->instance_type + " instance group";
   w.evidence = evidence;
   w.assumptions.push_back(
-      Fmt("the input wait (%.0f %% of training time) disappears once a CPU "
+      StrFormat("the input wait (%.0f %% of training time) disappears once a CPU "
           "group feeds batches; one %s per GPU instance for the whole job",
           *w_frac * 100, cpu->instance_type.c_str()));
   w.assumptions.push_back(
@@ -580,7 +571,7 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
     r->not_proposed.push_back("streaming input (FastFile / Pipe): no download phase recorded");
   } else if (ev.download_seconds < 60 || ev.download_seconds < 0.05 * billed) {
     r->not_proposed.push_back(
-        Fmt("streaming input (FastFile / Pipe): the download takes %.0f s, "
+        StrFormat("streaming input (FastFile / Pipe): the download takes %.0f s, "
             "under a minute or 5 %% of the job",
             ev.download_seconds));
   } else {
@@ -589,7 +580,7 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
     w.new_cost_usd = r->total_cost_usd - download_cost;
     w.title = "Stream the input (FastFile or Pipe mode) instead of downloading it first";
     w.evidence.push_back(
-        Fmt("download phase: %.0f s per instance (%.0f %% of billed time), "
+        StrFormat("download phase: %.0f s per instance (%.0f %% of billed time), "
             "billed in File mode",
             ev.download_seconds, 100 * ev.download_seconds / billed));
     w.assumptions.push_back(
@@ -607,9 +598,9 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
       saved += (ev.initialization_seconds - kMaxInitSeconds) * n.rate_usd_per_second;
     }
     w.new_cost_usd = r->total_cost_usd - saved;
-    w.title = Fmt("Shorten initialisation from %.0f min to the 20-minute rule threshold",
+    w.title = StrFormat("Shorten initialisation from %.0f min to the 20-minute rule threshold",
                   ev.initialization_seconds / 60);
-    w.evidence.push_back(Fmt("initialisation %.0f s per instance (%s)", ev.initialization_seconds,
+    w.evidence.push_back(StrFormat("initialisation %.0f s per instance (%s)", ev.initialization_seconds,
                              r->initialization_basis.c_str()));
     if (rule) w.evidence.push_back("rule MaxInitializationTime fired");
     w.assumptions.push_back(
@@ -619,7 +610,7 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
     Finish(std::move(w), *r, out);
   } else if (r->initialization_seconds) {
     r->not_proposed.push_back(
-        Fmt("shorter initialisation: %.0f s per instance, under the "
+        StrFormat("shorter initialisation: %.0f s per instance, under the "
             "20-minute MaxInitializationTime threshold",
             ev.initialization_seconds));
   }
@@ -663,7 +654,7 @@ void AddWhatIfs(const Catalog& catalog, const CostOptions& options, const WhatIf
         std::to_string(first.recorded_cpu_cores.value_or(0)) + " CPU cores, " +
         (gpus == 0 ? std::string("no GPU") : std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs"));
     const int label_gpus = first.instance.AcceleratorCount();
-    const std::string label = Fmt("%.0f vCPUs, %d %s", first.instance.vcpus.value_or(0), label_gpus,
+    const std::string label = StrFormat("%.0f vCPUs, %d %s", first.instance.vcpus.value_or(0), label_gpus,
                                   label_gpus == 1 ? "GPU" : "GPUs");
     for (const char* what : {"rightsizing", "fewer GPUs / mixed precision / CPU group"}) {
       report->not_proposed.push_back(std::string(what) + ": the recorded hardware (" + recorded +
@@ -677,7 +668,7 @@ void AddWhatIfs(const Catalog& catalog, const CostOptions& options, const WhatIf
     if (w.saving_usd >= 0.005) {
       kept.push_back(std::move(w));
     } else {
-      report->not_proposed.push_back(w.id + ": no saving (" + Fmt("%.2f", w.saving_usd) + " $)");
+      report->not_proposed.push_back(w.id + ": no saving (" + StrFormat("%.2f", w.saving_usd) + " $)");
     }
   }
   std::stable_sort(kept.begin(), kept.end(),
