@@ -798,6 +798,18 @@ def command_line(r: dict, record: bool) -> str:
     return " ".join(words)
 
 
+def command_as_run(r: dict, knobs, canon) -> str:
+    """The trial's command line as the job saw it: a value of trainprof's own knob that the
+    baseline shows leaves the job as it is (canon: canonical_values) is left out, and
+    `trainprof record` is needed only while one of its own knobs is left."""
+    drop = {f"{k.env}={r['raw_settings'][k.name]}" for k in knobs
+            if k.kind == "own" and canon.get(k.name, {}).get(r["raw_settings"][k.name]) == DEFAULT}
+    env = [e for e in r["env"] if e not in drop]
+    own_env = {k.env for k in knobs if k.kind == "own"}
+    record = any(e.split("=", 1)[0] in own_env for e in env)
+    return command_line(dict(r, env=env), record)
+
+
 def summarize(spec, results: list[dict], price, *, elapsed_s: float, trials_s: float, ran: int,
               stop_reason: str, setup_s: float) -> dict:
     o = spec.options
@@ -827,8 +839,6 @@ def summarize(spec, results: list[dict], price, *, elapsed_s: float, trials_s: f
         if r["status"] in ("failed", "oom", "timeout") and len(r["changed"]) == 1:
             notes.append(f"{r['changed'][0]} failed ({r['status']}) in trial {r['trial']}: "
                          f"other settings with it were skipped")
-    own_in_best = best is not None and any(
-        k.kind == "own" and best["raw_settings"][k.name] != DEFAULT for k in spec.knobs)
     in_code = []
     if best is not None:
         for k in spec.knobs:
@@ -852,12 +862,11 @@ def summarize(spec, results: list[dict], price, *, elapsed_s: float, trials_s: f
         "objective": objective,
         "price": price,
         "effects": effects(spec.knobs, results, canon, o.min_effect),
-        "best_command": command_line(best, own_in_best) if best else None,
+        "best_command": command_as_run(best, spec.knobs, canon) if best else None,
         "best_in_code": in_code,
         "simplest": None if simplest is None else {
             "trial": simplest["trial"], "changed": simplest["changed"],
-            "command": command_line(simplest, any(e.startswith("TRAINPROF_TUNE_")
-                                                  for e in simplest["env"]))},
+            "command": command_as_run(simplest, spec.knobs, canon)},
         "command": spec.command,
         "knobs": [{"name": k.name, "kind": k.kind, "env": k.env, "values": k.values,
                    "changes_math": k.changes_math} for k in spec.knobs],

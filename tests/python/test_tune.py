@@ -350,6 +350,32 @@ def test_a_knob_that_does_not_apply_is_not_named_as_a_change():
     assert TR.changed_as_run(knobs, settings, canon) == ["channels_last=1", "torch_threads=1"]
 
 
+def test_the_command_to_run_sets_only_the_knobs_that_apply():
+    """A winning trial that ran with channels_last=1 on a model without 2-D convolutions: the
+    command printed for it sets the threads alone; with neither applying, it needs no
+    `trainprof record` and sets nothing."""
+    from trainprof import _tune_results as TR
+    from trainprof import tune as T
+
+    o = T.parser().parse_args(["--try", "channels_last=1", "--try", "torch_threads=1",
+                               "--no-auto-knobs", "--", "python", "train.py"])
+    T._check_options(o)
+    knobs = T.build_spec(o).knobs
+    settings = {k.name: k.baseline for k in knobs} | {"channels_last": "1", "torch_threads": "1"}
+    r = {"raw_settings": settings, "env": T.env_assignments(knobs, settings),
+         "command": ["python", "train.py"]}
+    assert sorted(r["env"]) == ["TRAINPROF_TUNE_CHANNELS_LAST=1", "TRAINPROF_TUNE_TORCH_THREADS=1"]
+    canon = TR.canonical_values(knobs, {"observed": {"conv2d": False, "torch_threads": 4}})
+    assert TR.command_as_run(r, knobs, canon) == (
+        "TRAINPROF_TUNE_TORCH_THREADS=1 trainprof record -- python train.py")
+    canon = TR.canonical_values(knobs, {"observed": {"conv2d": False, "torch_threads": 1}})
+    assert TR.command_as_run(r, knobs, canon) == "python train.py"
+    canon = TR.canonical_values(knobs, {"observed": {"conv2d": True, "torch_threads": 4}})
+    assert TR.command_as_run(r, knobs, canon) == (
+        "TRAINPROF_TUNE_CHANNELS_LAST=1 TRAINPROF_TUNE_TORCH_THREADS=1 trainprof record -- "
+        "python train.py")
+
+
 def test_compile_knob_wraps_the_model(tmp_path):
     got, run, err = _run_model_job(tmp_path, "c", "linear", compile="default")
     from trainprof import _tune_results as TR
