@@ -93,8 +93,8 @@ Status RunDemo(const DemoOptions& options, std::ostream& out);
 struct ReportOptions {
   std::string run;
   std::string html_path, json_path, pdf_path;  // all empty: report.html + report.json in the run
-  std::vector<std::string> scaling;  // runs of the same job at other world sizes
-  int64_t warmup_steps = 5;          // --scaling: first training steps of each device left out
+  std::vector<std::string> scaling;            // runs of the same job at other world sizes
+  int64_t warmup_steps = 5;  // --scaling: first training steps of each device left out
 };
 Status RunReport(const ReportOptions& options, std::ostream& out);
 

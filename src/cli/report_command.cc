@@ -1,9 +1,9 @@
 // `trainprof report RUN [--out report.html] [--json report.json] [--pdf report.pdf]
 // [--scaling RUN2 ...]`: writes the run's report (with --scaling, its scaling efficiency against
-// runs of the same job at other world sizes). With no output option it writes report.html and report.json into the run.
-// On a `trainprof tune` state directory (tune.json, no run.json) it hands over to
-// `python -m trainprof._tune_results --report STATE [OUT]`: each trial's report, then the tune
-// result table (STATE/tune.html, or --out).
+// runs of the same job at other world sizes). With no output option it writes report.html and
+// report.json into the run. On a `trainprof tune` state directory (tune.json, no run.json) it hands
+// over to `python -m trainprof._tune_results --report STATE [OUT]`: each trial's report, then the
+// tune result table (STATE/tune.html, or --out).
 
 #include <unistd.h>
 

@@ -49,8 +49,7 @@ void UseAnalyses(report::BuildOptions* build);
 
 // The report's scaling section (`report --scaling`): `run`, open as `reader`, against `others`,
 // runs of the same job at other world sizes (src/analyze/scaling; scaling_command.cc).
-StatusOr<report::ScalingSection> ScalingSectionFor(const std::string& run,
-                                                   store::RunReader& reader,
+StatusOr<report::ScalingSection> ScalingSectionFor(const std::string& run, store::RunReader& reader,
                                                    const std::vector<std::string>& others,
                                                    int64_t warmup_steps);
 

@@ -31,8 +31,7 @@ Status RunScaling(const AnalyzeOptions& options, std::ostream& out) {
   return OkStatus();
 }
 
-StatusOr<report::ScalingSection> ScalingSectionFor(const std::string& run,
-                                                   store::RunReader& reader,
+StatusOr<report::ScalingSection> ScalingSectionFor(const std::string& run, store::RunReader& reader,
                                                    const std::vector<std::string>& others,
                                                    int64_t warmup_steps) {
   namespace sc = analyze::scaling;

@@ -78,7 +78,9 @@ void RenderCost(const Report& r, Page& p) {
     p.Add("</section>");
     return;
   }
-  auto usd = [](std::optional<double> v) { return v ? StrFormat("$%.2f", *v) : std::string("n/a"); };
+  auto usd = [](std::optional<double> v) {
+    return v ? StrFormat("$%.2f", *v) : std::string("n/a");
+  };
   p.Add("<table class=\"facts\">");
   p.Row({"Instance type", E(c.instance_type.empty() ? "n/a" : c.instance_type)});
   p.Row({"Price per hour", usd(c.price_usd_per_hour) + " <span class=\"src\">(" +
@@ -120,14 +122,16 @@ void RenderScaling(const Report& r, Page& p) {
     p.Row({run, std::to_string(row.devices), StrFormat("%.3f", row.steps_per_s),
            StrFormat("%.3f", row.steps_per_s_per_device), StrFormat("%.2f×", row.speedup),
            StrFormat("%.2f×", row.ideal_speedup),
-           (poor ? "<strong class=\"bad\">" : "<strong>") + StrFormat("%.1f %%", 100 * row.efficiency) +
-               "</strong>"});
+           (poor ? "<strong class=\"bad\">" : "<strong>") +
+               StrFormat("%.1f %%", 100 * row.efficiency) + "</strong>"});
   }
   p.Add("</tbody></table>");
-  p.Note("Efficiency: training steps per second per device against the run with the fewest "
-         "devices (100 % is linear scaling), the first " + std::to_string(sc.warmup_steps) +
-         " training steps of each device left out. Steps compare samples only when each "
-         "device's batch is the same in every run (weak scaling).");
+  p.Note(
+      "Efficiency: training steps per second per device against the run with the fewest "
+      "devices (100 % is linear scaling), the first " +
+      std::to_string(sc.warmup_steps) +
+      " training steps of each device left out. Steps compare samples only when each "
+      "device's batch is the same in every run (weak scaling).");
   if (!sc.note.empty()) p.Note(sc.note);
   p.Add("</section>");
 }

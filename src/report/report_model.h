@@ -254,8 +254,8 @@ struct BuildOptions {
   int chart_points = 600;     // buckets per time-series chart
   int heatmap_columns = 240;  // time buckets of the utilisation heatmap
   int histogram_bins = 40;
-  RulesProvider rules;  // empty: RulesFromStoredFindings
-  CostProvider cost;    // empty: CostNotAvailable
+  RulesProvider rules;      // empty: RulesFromStoredFindings
+  CostProvider cost;        // empty: CostNotAvailable
   ScalingProvider scaling;  // empty: no scaling section
 };
 

@@ -94,7 +94,8 @@ FindingCost Coincidence(const NodeCost& n, const model::Finding& f, const json& 
   return Priced(gpu_s * *n.accelerator_usd_per_second,
                 "GPU time left idle while the CPU was " +
                     std::string(f.rule == "IOBottleneck" ? "waiting for I/O" : "busy") + ": " +
-                    StrFormat("%.0f", *idle) + " idle GPU-samples x " + StrFormat("%.3f", interval_s) +
+                    StrFormat("%.0f", *idle) + " idle GPU-samples x " +
+                    StrFormat("%.3f", interval_s) +
                     " s sampling interval = " + StrFormat("%.3f", gpu_s / 3600) +
                     " GPU-hours, until the rule fired, at " + GpuRateText(n));
 }
@@ -276,16 +277,17 @@ FindingCost CostOfFinding(const CostReport& r, const Catalog* catalog, const mod
     auto wait = Number(ev, "mean_data_wait_ms");
     if (!steps || !wait) return MissingEvidence("mean_data_wait_ms");
     return PerRankTime(*n, *steps * *wait / 1e3,
-                       "time waiting for the next batch in the window's " + StrFormat("%.0f", *steps) +
-                           " steps (" + StrFormat("%.3f", *wait) + " ms per step)");
+                       "time waiting for the next batch in the window's " +
+                           StrFormat("%.0f", *steps) + " steps (" + StrFormat("%.3f", *wait) +
+                           " ms per step)");
   }
   if (rule == "GPUIdleBetweenSteps") {
     auto steps = Number(ev, "steps");
     auto gap = Number(ev, "mean_gap_ms");
     if (!steps || !gap) return MissingEvidence("mean_gap_ms");
     return PerRankTime(*n, *steps * *gap / 1e3,
-                       "host-side gaps between the window's " + StrFormat("%.0f", *steps) + " steps (" +
-                           StrFormat("%.3f", *gap) + " ms per step)");
+                       "host-side gaps between the window's " + StrFormat("%.0f", *steps) +
+                           " steps (" + StrFormat("%.3f", *gap) + " ms per step)");
   }
   if (rule == "Recompilation") {
     auto excess = Number(ev, "excess_ms");

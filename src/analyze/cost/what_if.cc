@@ -17,7 +17,6 @@ constexpr double kLowGpuP95 = 0.70;       // LowGPUUtilization / BatchSize thres
 constexpr double kMaxInitSeconds = 1200;  // MaxInitializationTime default: 20 min
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -74,10 +73,10 @@ std::optional<double> TimeFactor(const Catalog& catalog, const std::string& from
   if (!compute || !a->mem_bw_gbs || !b->mem_bw_gbs) return std::nullopt;
   double bw = *a->mem_bw_gbs / *b->mem_bw_gbs;
   double f = std::max(*compute, bw);
-  *how =
-      StrFormat("estimated step time x%.2f on %s vs %s (peak %s ratio %.2f, memory bandwidth ratio "
-          "%.2f; the slower bound; gpus.csv peaks, not a measurement)",
-          f, to.c_str(), from.c_str(), unit.c_str(), *compute, bw);
+  *how = StrFormat(
+      "estimated step time x%.2f on %s vs %s (peak %s ratio %.2f, memory bandwidth ratio "
+      "%.2f; the slower bound; gpus.csv peaks, not a measurement)",
+      f, to.c_str(), from.c_str(), unit.c_str(), *compute, bw);
   return f;
 }
 
@@ -123,20 +122,20 @@ Requirements Measure(const CostReport& r, const InstanceType& cur) {
   if (gpu_measured && q.gpus > 0) {
     q.measured = true;
     q.gpus = std::max(1, busy);
-    q.evidence.push_back(StrFormat("%d of %d GPUs busy (p95 gpu_utilization_ratio >= %.0f %%)", busy,
-                             cur.AcceleratorCount(), r.idle_threshold_ratio * 100));
+    q.evidence.push_back(StrFormat("%d of %d GPUs busy (p95 gpu_utilization_ratio >= %.0f %%)",
+                                   busy, cur.AcceleratorCount(), r.idle_threshold_ratio * 100));
     if (gpu_mem_peak >= 0) {
       q.gpu_mem_bytes = gpu_mem_peak * kHeadroom;
-      q.evidence.push_back(
-          StrFormat("peak GPU memory %.1f GiB per GPU (gpu_memory_used_bytes)", gpu_mem_peak / kGiB));
+      q.evidence.push_back(StrFormat("peak GPU memory %.1f GiB per GPU (gpu_memory_used_bytes)",
+                                     gpu_mem_peak / kGiB));
     }
   }
   if (cpu_cores) {
     q.measured = true;
     q.vcpus = *cpu_cores * kHeadroom;
     q.evidence.push_back(StrFormat("CPU p95 %.1f of %.0f %s busy (cpu_utilization_ratio total)",
-                             *cpu_cores, cores_of.value_or(0),
-                             cores_recorded ? "recorded CPU cores" : "vCPUs"));
+                                   *cpu_cores, cores_of.value_or(0),
+                                   cores_recorded ? "recorded CPU cores" : "vCPUs"));
   } else {
     q.vcpus = cur.vcpus;
   }
@@ -144,7 +143,7 @@ Requirements Measure(const CostReport& r, const InstanceType& cur) {
     q.measured = true;
     q.host_mem_gib = *host_mem / kGiB * kHeadroom;
     q.evidence.push_back(StrFormat("peak host memory %.1f GiB of %.0f (memory_used_bytes)",
-                             *host_mem / kGiB, cur.memory_gib.value_or(0)));
+                                   *host_mem / kGiB, cur.memory_gib.value_or(0)));
   } else {
     q.host_mem_gib = cur.memory_gib;
   }
@@ -248,11 +247,12 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
   }
   w.evidence.push_back(
       StrFormat("restart cost measured in this run: %.0f s initialisation billed again (the %.0f s "
-          "download is repeated but not billed)",
-          ev.initialization_seconds, ev.download_seconds));
+                "download is repeated but not billed)",
+                ev.initialization_seconds, ev.download_seconds));
   w.evidence.push_back(ev.checkpoint_spans > 0
                            ? StrFormat("%d checkpoint phase spans (median interval %.0f s)",
-                                 ev.checkpoint_spans, ev.checkpoint_interval_seconds.value_or(0))
+                                       ev.checkpoint_spans,
+                                       ev.checkpoint_interval_seconds.value_or(0))
                            : "no checkpoint phase spans recorded");
   w.assumptions.push_back(
       known ? "interruption frequency " + first.instance.spot_interrupt_bucket +
@@ -261,9 +261,9 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
               "type in the catalog)");
   w.assumptions.push_back(
       StrFormat("%.2f expected interruptions over %.1f h x %d instances; each restarts every "
-          "instance, bills its initialisation again and loses %.0f s of work (rework "
-          "+%.3f %%); the repeated download is not billed",
-          k, t_s / 3600, r->instance_count, lost_s, rework * 100));
+                "instance, bills its initialisation again and loses %.0f s of work (rework "
+                "+%.3f %%); the repeated download is not billed",
+                k, t_s / 3600, r->instance_count, lost_s, rework * 100));
   w.assumptions.push_back(
       "SageMaker reports the real saving per job "
       "(1 - BillableTimeInSeconds / TrainingTimeInSeconds); spot capacity "
@@ -338,11 +338,11 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     w.new_cost_usd = opt->cost;
     w.title = "Use " + opt->row->instance_type + " instead of " + cur.instance_type;
     w.evidence = q.evidence;
-    w.assumptions.push_back(
-        StrFormat("%s has %d x %s, %.0f vCPUs, %.0f GiB: holds the measured peaks plus 20 %% headroom",
-            opt->row->instance_type.c_str(), opt->row->AcceleratorCount(),
-            opt->row->accel_model.empty() ? "no accelerator" : opt->row->accel_model.c_str(),
-            opt->row->vcpus.value_or(0), opt->row->memory_gib.value_or(0)));
+    w.assumptions.push_back(StrFormat(
+        "%s has %d x %s, %.0f vCPUs, %.0f GiB: holds the measured peaks plus 20 %% headroom",
+        opt->row->instance_type.c_str(), opt->row->AcceleratorCount(),
+        opt->row->accel_model.empty() ? "no accelerator" : opt->row->accel_model.c_str(),
+        opt->row->vcpus.value_or(0), opt->row->memory_gib.value_or(0)));
     if (!opt->how.empty()) w.assumptions.push_back(opt->how);
     w.assumptions.push_back(
         "idle GPUs contributed no throughput; download, upload and "
@@ -379,8 +379,8 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     if (max_p95 >= kLowGpuP95) {
       r->not_proposed.push_back(
           StrFormat("fewer GPUs / bigger batch: busy GPUs reach p95 %.0f %% "
-              "(LowGPUUtilization threshold 70 %%)",
-              max_p95 * 100));
+                    "(LowGPUUtilization threshold 70 %%)",
+                    max_p95 * 100));
       return;
     }
     int target = std::max(1, static_cast<int>(std::ceil(sum_mean / kTargetGpuUtil - 1e-9)));
@@ -392,10 +392,10 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     fewer.gpus = target;
     auto f = best_option(fewer, true);
     if (!f || f->cost >= r->total_cost_usd - 0.005 || (opt && f->row == opt->row)) {
-      r->not_proposed.push_back(
-          StrFormat("fewer GPUs / bigger batch: GPUs under-used (busy GPUs p95 at most %.0f %%, mean sum "
-              "%.2f GPUs) but no cheaper %s size with %d GPU(s) beyond the rightsizing one",
-              max_p95 * 100, sum_mean, cur.accel_model.c_str(), target));
+      r->not_proposed.push_back(StrFormat(
+          "fewer GPUs / bigger batch: GPUs under-used (busy GPUs p95 at most %.0f %%, mean sum "
+          "%.2f GPUs) but no cheaper %s size with %d GPU(s) beyond the rightsizing one",
+          max_p95 * 100, sum_mean, cur.accel_model.c_str(), target));
       return;
     }
     WhatIf w;
@@ -403,20 +403,20 @@ void RightsizeWhatIfs(const Catalog& catalog, const WhatIfEvidence& ev, CostRepo
     w.instance_type = f->row->instance_type;
     w.new_cost_usd = f->cost;
     w.title = StrFormat("Bigger batch on fewer GPUs: %d x %s (%s)", f->row->AcceleratorCount(),
-                  cur.accel_model.c_str(), f->row->instance_type.c_str());
+                        cur.accel_model.c_str(), f->row->instance_type.c_str());
     w.evidence.push_back(
         StrFormat("%d busy GPUs with p95 utilisation at most %.0f %% (< 70 %%: "
-            "LowGPUUtilization / BatchSize shape); their mean utilisation adds "
-            "up to %.2f GPUs",
-            busy, max_p95 * 100, sum_mean));
+                  "LowGPUUtilization / BatchSize shape); their mean utilisation adds "
+                  "up to %.2f GPUs",
+                  busy, max_p95 * 100, sum_mean));
     for (const char* rule : {"LowGPUUtilization", "BatchSize"}) {
       if (RuleFired(ev, rule)) w.evidence.push_back(std::string("rule ") + rule + " fired");
     }
     w.assumptions.push_back(
         StrFormat("the same work packs into %d GPU(s) at 80 %% utilisation with a "
-            "larger per-GPU batch; step count and wall-clock as measured "
-            "(optimistic: scaling is rarely linear, and wall-clock may grow)",
-            target));
+                  "larger per-GPU batch; step count and wall-clock as measured "
+                  "(optimistic: scaling is rarely linear, and wall-clock may grow)",
+                  target));
     w.assumptions.push_back("per-GPU memory grows with the per-GPU batch: check it fits");
     w.action =
         "raise the per-GPU batch size (and learning rate) and train on " + f->row->instance_type;
@@ -445,8 +445,8 @@ void MixedPrecisionWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, Cost
   if (s < 0.10 || ratio < 1.5) {
     r->not_proposed.push_back(
         StrFormat("mixed precision: fp32 matmul kernels are %.0f %% of kernel "
-            "time (need 10 %%) on a %.1fx tensor/fp32 accelerator",
-            s * 100, ratio));
+                  "time (need 10 %%) on a %.1fx tensor/fp32 accelerator",
+                  s * 100, ratio));
     return;
   }
   WhatIf w;
@@ -460,13 +460,14 @@ void MixedPrecisionWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, Cost
   }
   w.new_cost_usd = new_cost;
   w.title = StrFormat("Mixed precision (bf16/fp16 autocast): up to %.0f %% less training time",
-                100 * s * (1 - 1 / ratio));
+                      100 * s * (1 - 1 / ratio));
   w.evidence.push_back(
       StrFormat("%.0f %% of GPU kernel time is matmul/convolution kernels without "
-          "tensor-core names (%lld kernel events)",
-          s * 100, static_cast<long long>(ev.kernel_events)));
+                "tensor-core names (%lld kernel events)",
+                s * 100, static_cast<long long>(ev.kernel_events)));
   w.evidence.push_back(StrFormat("%s: %.0f TFLOPS 16-bit tensor vs %.1f fp32 (x%.1f, gpus.csv)",
-                           a->accel_model.c_str(), *a->TensorTflops16(), *a->fp32_tflops, ratio));
+                                 a->accel_model.c_str(), *a->TensorTflops16(), *a->fp32_tflops,
+                                 ratio));
   w.assumptions.push_back(
       "upper bound: only the fp32 matmul share of training time speeds up, "
       "by the peak ratio; real speed-ups are smaller and must be measured");
@@ -489,8 +490,8 @@ void CpuGroupWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, CostReport
     if (!w_frac) w_frac = *first.usage.cpu_bound_fraction;
     evidence.push_back(
         StrFormat("GPUs under 10 %% while CPU over 90 %% for %.0f %% of samples "
-            "(CPUBottleneck shape)",
-            *first.usage.cpu_bound_fraction * 100));
+                  "(CPUBottleneck shape)",
+                  *first.usage.cpu_bound_fraction * 100));
   }
   if (RuleFired(ev, "CPUBottleneck")) evidence.push_back("rule CPUBottleneck fired");
   if (!w_frac) {
@@ -534,8 +535,8 @@ void CpuGroupWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, CostReport
   if (new_cost >= r->total_cost_usd - 0.005) {
     r->not_proposed.push_back(
         StrFormat("heterogeneous CPU group: %s for %.1f h costs more than the "
-            "GPU time it would recover",
-            cpu->instance_type.c_str(), hours));
+                  "GPU time it would recover",
+                  cpu->instance_type.c_str(), hours));
     return;
   }
   WhatIf w;
@@ -546,8 +547,8 @@ void CpuGroupWhatIf(const Catalog& catalog, const WhatIfEvidence& ev, CostReport
   w.evidence = evidence;
   w.assumptions.push_back(
       StrFormat("the input wait (%.0f %% of training time) disappears once a CPU "
-          "group feeds batches; one %s per GPU instance for the whole job",
-          *w_frac * 100, cpu->instance_type.c_str()));
+                "group feeds batches; one %s per GPU instance for the whole job",
+                *w_frac * 100, cpu->instance_type.c_str()));
   w.assumptions.push_back(
       "needs SageMaker Python SDK >= 2.98 and PyTorch >= 1.10 or "
       "TensorFlow >= 2.6 (heterogeneous clusters)");
@@ -572,8 +573,8 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
   } else if (ev.download_seconds < 60 || ev.download_seconds < 0.05 * billed) {
     r->not_proposed.push_back(
         StrFormat("streaming input (FastFile / Pipe): the download takes %.0f s, "
-            "under a minute or 5 %% of the job",
-            ev.download_seconds));
+                  "under a minute or 5 %% of the job",
+                  ev.download_seconds));
   } else {
     WhatIf w;
     w.id = "streaming_input";
@@ -581,8 +582,8 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
     w.title = "Stream the input (FastFile or Pipe mode) instead of downloading it first";
     w.evidence.push_back(
         StrFormat("download phase: %.0f s per instance (%.0f %% of billed time), "
-            "billed in File mode",
-            ev.download_seconds, 100 * ev.download_seconds / billed));
+                  "billed in File mode",
+                  ev.download_seconds, 100 * ev.download_seconds / billed));
     w.assumptions.push_back(
         "the billed download phase disappears; training reads the data as "
         "it streams and keeps its speed (check IOBottleneck after the change)");
@@ -599,9 +600,9 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
     }
     w.new_cost_usd = r->total_cost_usd - saved;
     w.title = StrFormat("Shorten initialisation from %.0f min to the 20-minute rule threshold",
-                  ev.initialization_seconds / 60);
-    w.evidence.push_back(StrFormat("initialisation %.0f s per instance (%s)", ev.initialization_seconds,
-                             r->initialization_basis.c_str()));
+                        ev.initialization_seconds / 60);
+    w.evidence.push_back(StrFormat("initialisation %.0f s per instance (%s)",
+                                   ev.initialization_seconds, r->initialization_basis.c_str()));
     if (rule) w.evidence.push_back("rule MaxInitializationTime fired");
     w.assumptions.push_back(
         "initialisation brought down to MaxInitializationTime's 20 minutes "
@@ -611,8 +612,8 @@ void StartupWhatIfs(const WhatIfEvidence& ev, CostReport* r, std::vector<WhatIf>
   } else if (r->initialization_seconds) {
     r->not_proposed.push_back(
         StrFormat("shorter initialisation: %.0f s per instance, under the "
-            "20-minute MaxInitializationTime threshold",
-            ev.initialization_seconds));
+                  "20-minute MaxInitializationTime threshold",
+                  ev.initialization_seconds));
   }
 }
 
@@ -654,8 +655,8 @@ void AddWhatIfs(const Catalog& catalog, const CostOptions& options, const WhatIf
         std::to_string(first.recorded_cpu_cores.value_or(0)) + " CPU cores, " +
         (gpus == 0 ? std::string("no GPU") : std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs"));
     const int label_gpus = first.instance.AcceleratorCount();
-    const std::string label = StrFormat("%.0f vCPUs, %d %s", first.instance.vcpus.value_or(0), label_gpus,
-                                  label_gpus == 1 ? "GPU" : "GPUs");
+    const std::string label = StrFormat("%.0f vCPUs, %d %s", first.instance.vcpus.value_or(0),
+                                        label_gpus, label_gpus == 1 ? "GPU" : "GPUs");
     for (const char* what : {"rightsizing", "fewer GPUs / mixed precision / CPU group"}) {
       report->not_proposed.push_back(std::string(what) + ": the recorded hardware (" + recorded +
                                      ") is not the labelled " + first.instance_type + " (" + label +
@@ -668,7 +669,8 @@ void AddWhatIfs(const Catalog& catalog, const CostOptions& options, const WhatIf
     if (w.saving_usd >= 0.005) {
       kept.push_back(std::move(w));
     } else {
-      report->not_proposed.push_back(w.id + ": no saving (" + StrFormat("%.2f", w.saving_usd) + " $)");
+      report->not_proposed.push_back(w.id + ": no saving (" + StrFormat("%.2f", w.saving_usd) +
+                                     " $)");
     }
   }
   std::stable_sort(kept.begin(), kept.end(),

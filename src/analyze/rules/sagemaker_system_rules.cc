@@ -825,13 +825,12 @@ void AddSageMakerSystemRules(std::vector<BuiltinRule>* out) {
         "the CPU, the GPU or its memory at or above its threshold (each 95th percentile below "
         "it): the batch could be larger.",
         true,
-        share_params(
-            {P("cpu_threshold_p95", 70, "CPU 95th percentile (%) threshold"),
-             P("gpu_threshold_p95", 70, "GPU 95th percentile (%) threshold"),
-             P("gpu_memory_threshold_p95", 70, "GPU memory 95th percentile (%) threshold"),
-             P("window", 500, "values in the longest span judged"),
-             P("patience", 1000, patience_doc)},
-            false)},
+        share_params({P("cpu_threshold_p95", 70, "CPU 95th percentile (%) threshold"),
+                      P("gpu_threshold_p95", 70, "GPU 95th percentile (%) threshold"),
+                      P("gpu_memory_threshold_p95", 70, "GPU memory 95th percentile (%) threshold"),
+                      P("window", 500, "values in the longest span judged"),
+                      P("patience", 1000, patience_doc)},
+                     false)},
        FactoryOf<BatchSizeRule>()});
   out->push_back(
       {{"GPUMemoryIncrease",
