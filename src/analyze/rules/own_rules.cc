@@ -4,6 +4,7 @@
 // that made it fire and advice users can act on.
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -24,16 +25,30 @@ constexpr double kNsPerSecond = 1e9;
 using StreamKey = std::tuple<std::string, int64_t, int64_t, std::string>;  // node, rank, pid, mode
 
 // ---------------------------------------------------------------------------------------------
-// Shared shape of the two step-window rules: tumbling windows of `window_steps` steps per
-// stream, a share computed per window, episodes reported when they open, the trailing window
-// evaluated at the end.
-class StepWindowRule : public Rule {
+// Shared shape of the two step-share rules: per stream, the share of time a part of each step
+// takes (the wait for data; the gap before the step), decided from a confidence bound over the
+// recent steps (issue 19: evidence, not a count of windows). After `warmup_steps`, steps are
+// grouped into clusters of `cluster_steps` consecutive steps; each completed cluster closes the
+// spans of the last J clusters, from `min_steps` to `window_steps` steps. A span's share is the
+// ratio R = sum(part) / sum(whole); its variance is the ratio estimator's over the clusters,
+// J / (J - 1) * sum_j (P_j - R W_j)^2 / (sum W)^2, so that a burst of slow steps, which comes in
+// one or two clusters, widens the bound instead of counting as many independent steps. The rule
+// fires when the one-sided lower bound R - z * sqrt(var) of some span exceeds `threshold_ratio`
+// (the span with the highest bound is the evidence), once per episode; the episode ends when the
+// longest span's upper bound is below the threshold. violations = clusters judged while some
+// span's bound is above it.
+class StepShareRule : public Rule {
  public:
-  StepWindowRule(const RuleSpec& spec, Params params)
+  StepShareRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
         threshold_(this->params().Number("threshold_ratio")),
-        window_(std::max<int64_t>(1, this->params().Integer("window_steps"))),
-        warmup_(this->params().Integer("warmup_steps")) {}
+        window_(std::max<int64_t>(2, this->params().Integer("window_steps"))),
+        min_steps_(std::clamp<int64_t>(this->params().Integer("min_steps"), 2, window_)),
+        // at least 2 clusters in the shortest span (a variance needs two)
+        cluster_(std::clamp<int64_t>(this->params().Integer("cluster_steps"), 1, min_steps_ / 2)),
+        warmup_(this->params().Integer("warmup_steps")),
+        confidence_(std::clamp(this->params().Number("confidence"), 0.5, 0.999999)),
+        z_(NormalQuantile(confidence_)) {}
 
   void OnStep(const StepRow& s) override {
     Stream& st = streams_[{ctx().NodeName(s.node), s.rank, s.pid, s.mode}];
@@ -44,60 +59,120 @@ class StepWindowRule : public Rule {
     double part = 0;
     if (!Measure(s, prev_end, &part)) return;
     ++result().datapoints;
-    if (st.steps == 0) {
-      st.start_ns = s.start_ns;
-      st.first_step = s.step;
-    }
-    ++st.steps;
-    st.part_ns += part;
-    st.step_ns += static_cast<double>(s.duration_ns);
-    st.end_ns = s.end_ns();
-    st.last_step = s.step;
     st.node = s.node;
     st.rank = s.rank;
     st.pid = s.pid;
-    if (st.steps >= window_) Evaluate(st);
-  }
-
-  void Finalize(int64_t) override {
-    for (auto& [key, st] : streams_) {
-      if (st.steps >= std::min<int64_t>(window_, 10)) Evaluate(st);
-    }
+    st.recent.push_back({s.start_ns, s.end_ns(), s.step, part, static_cast<double>(s.duration_ns),
+                         Whole(part, static_cast<double>(s.duration_ns))});
+    if (static_cast<int64_t>(st.recent.size()) > window_) st.recent.pop_front();
+    if (++st.measured % cluster_ == 0) Judge(st);
   }
 
  protected:
-  struct Stream {
-    int64_t seen = 0, prev_end_ns = 0;
-    int64_t steps = 0, start_ns = 0, end_ns = 0, first_step = 0, last_step = 0, rank = 0, pid = 0;
-    int32_t node = 0;
+  struct StepPart {
+    int64_t start_ns = 0, end_ns = 0, step = 0;
+    double part = 0, step_ns = 0, whole = 0;
+  };
+  struct Span {
+    int64_t steps = 0, clusters = 0, first_step = 0, last_step = 0, start_ns = 0, end_ns = 0;
     double part_ns = 0, step_ns = 0;
-    Episode episode;
+    double share = 0, lower = 0, upper = 1;
+  };
+  struct Stream {
+    int64_t seen = 0, prev_end_ns = 0, rank = 0, pid = 0;
+    int64_t measured = 0;  // steps measured after the warm-up
+    int32_t node = 0;
+    std::deque<StepPart> recent;  // the last window_steps measured steps
+    bool open = false;            // an episode is open (reported)
   };
   // The part of this step the rule measures; false to skip the step.
   virtual bool Measure(const StepRow& s, int64_t prev_end_ns, double* part_ns) = 0;
-  // Share of the window's time: part / (step time [+ part when it lies outside steps]).
-  virtual double Share(const Stream& st) const = 0;
-  virtual void Report(const Stream& st, double share) = 0;
+  // What the part is a share of: the step (the part lies inside it) or step + part.
+  virtual double Whole(double part_ns, double step_ns) const = 0;
+  virtual void Report(const Stream& st, const Span& span) = 0;
+
+  // The rule's own evidence with what every finding of these rules carries about its span.
+  json Evidence(const Span& sp, json own) const {
+    own.update({{"steps", sp.steps},
+                {"first_step", sp.first_step},
+                {"last_step", sp.last_step},
+                {"share_lower", Round(sp.lower)},
+                {"share_upper", Round(sp.upper)},
+                {"confidence", confidence_},
+                {"threshold_ratio", threshold_},
+                {"clusters", sp.clusters},
+                {"cluster_steps", cluster_},
+                {"min_steps", min_steps_},
+                {"window_steps", window_}});
+    return own;
+  }
+  double confidence() const { return confidence_; }
 
   double threshold_;
 
  private:
-  void Evaluate(Stream& st) {
-    const double share = Share(st);
-    const bool violating = share > threshold_;
-    if (violating) ++result().violations;
-    if (st.episode.Update(violating)) Report(st, share);
-    st.steps = 0;
-    st.part_ns = st.step_ns = 0;
+  void Judge(Stream& st) {
+    const auto n_all = static_cast<int64_t>(st.recent.size());
+    if (n_all < min_steps_) return;
+    // Newest cluster first: sums over the last J clusters for every J in one pass.
+    double p = 0, w = 0, pp = 0, pw = 0, ww = 0, step_ns = 0;
+    std::optional<Span> best;
+    Span longest;
+    int64_t n = 0, clusters = 0;
+    auto it = st.recent.rbegin();
+    while (n + cluster_ <= n_all) {
+      double cp = 0, cw = 0;
+      for (int64_t i = 0; i < cluster_; ++i, ++it, ++n) {
+        cp += it->part;
+        cw += it->whole;
+        step_ns += it->step_ns;
+      }
+      ++clusters;
+      p += cp;
+      w += cw;
+      pp += cp * cp;
+      pw += cp * cw;
+      ww += cw * cw;
+      if (n < min_steps_ || w <= 0) continue;
+      const StepPart& first = *std::prev(it);
+      Span sp;
+      sp.steps = n;
+      sp.clusters = clusters;
+      sp.share = p / w;
+      // sum_j (P_j - R W_j)^2 = pp - 2 R pw + R^2 ww (>= 0 up to rounding)
+      const double resid = std::max(0.0, pp - 2 * sp.share * pw + sp.share * sp.share * ww);
+      const double j = static_cast<double>(clusters);
+      const double se = std::sqrt(j / (j - 1) * resid) / w;
+      sp.lower = std::max(0.0, sp.share - z_ * se);
+      sp.upper = std::min(1.0, sp.share + z_ * se);
+      sp.part_ns = p;
+      sp.step_ns = step_ns;
+      sp.first_step = first.step;
+      sp.start_ns = first.start_ns;
+      sp.last_step = st.recent.back().step;
+      sp.end_ns = st.recent.back().end_ns;
+      if (sp.lower > threshold_ && (!best || sp.lower > best->lower)) best = sp;
+      longest = sp;
+    }
+    if (best) {
+      ++result().violations;
+      if (!st.open) {
+        st.open = true;
+        Report(st, *best);
+      }
+    } else if (st.open && longest.steps > 0 && longest.upper < threshold_) {
+      st.open = false;  // clearly below again: a later episode is a new finding
+    }
   }
 
-  int64_t window_, warmup_;
+  int64_t window_, min_steps_, cluster_, warmup_;
+  double confidence_, z_;
   std::map<StreamKey, Stream> streams_;
 };
 
-class DataLoaderStarvationRule : public StepWindowRule {
+class DataLoaderStarvationRule : public StepShareRule {
  public:
-  using StepWindowRule::StepWindowRule;
+  using StepShareRule::StepShareRule;
   void OnSnapshot(const Snapshot& snap) override { gpus_.OnSnapshot(ctx(), snap); }
 
  protected:
@@ -106,21 +181,21 @@ class DataLoaderStarvationRule : public StepWindowRule {
     *part = static_cast<double>(s.data_wait_ns);
     return true;
   }
-  double Share(const Stream& st) const override {
-    return st.step_ns > 0 ? st.part_ns / st.step_ns : 0;
-  }
-  void Report(const Stream& st, double share) override {
+  double Whole(double, double step_ns) const override { return step_ns; }
+  void Report(const Stream& st, const Span& sp) override {
     const std::string& node = ctx().NodeName(st.node);
     const model::NodeInfo* info = ctx().NodeInfo(st.node);
     const json cores = info && info->cpu_cores ? json(*info->cpu_cores) : json(nullptr);
-    const double n = static_cast<double>(st.steps);
+    const double n = static_cast<double>(sp.steps);
+    const double share = sp.share;
     const std::string cores_text = cores.is_null() ? std::string("n/a") : DumpJson(cores);
     const bool gpu = gpus_.Has(ctx(), st.node);
     Emit(MakeFinding(
-        Severity::kWarning, node, WhoDevice(st.rank, st.pid), st.start_ns, st.end_ns,
+        Severity::kWarning, node, WhoDevice(st.rank, st.pid), sp.start_ns, sp.end_ns,
         Capitalized(Who(st.rank, st.pid)) + " on " + node + " waits for its next batch " +
-            Pct(share) + " of the step time (steps " + std::to_string(st.first_step) + "-" +
-            std::to_string(st.last_step) + ", threshold " + Pct(threshold_) + ")",
+            Pct(share) + " of the step time (steps " + std::to_string(sp.first_step) + "-" +
+            std::to_string(sp.last_step) + "; at least " + Pct(sp.lower) + " at " +
+            Fixed(confidence() * 100, 0) + "% confidence, threshold " + Pct(threshold_) + ")",
         gpu ? "The input pipeline cannot keep up. Use DataLoader(num_workers=N) with N up to "
               "the cores per GPU (this node: " +
                   cores_text +
@@ -134,25 +209,21 @@ class DataLoaderStarvationRule : public StepWindowRule {
                   "torch.get_num_threads() within them), persistent_workers=True and a larger "
                   "prefetch_factor, make decoding/augmentation cheaper, or pre-process the "
                   "dataset offline.",
-        {{"data_wait_share", Round(share)},
-         {"mean_data_wait_ms", Round(st.part_ns / n / 1e6, 3)},
-         {"mean_step_ms", Round(st.step_ns / n / 1e6, 3)},
-         {"steps", st.steps},
-         {"first_step", st.first_step},
-         {"last_step", st.last_step},
-         {"threshold_ratio", threshold_},
-         {"cores", cores},
-         {"gpu", gpu}}));
+        Evidence(sp, {{"data_wait_share", Round(share)},
+                      {"mean_data_wait_ms", Round(sp.part_ns / n / 1e6, 3)},
+                      {"mean_step_ms", Round(sp.step_ns / n / 1e6, 3)},
+                      {"cores", cores},
+                      {"gpu", gpu}})));
   }
 
  private:
   GpuPresence gpus_;
 };
 
-class GpuIdleBetweenStepsRule : public StepWindowRule {
+class GpuIdleBetweenStepsRule : public StepShareRule {
  public:
   GpuIdleBetweenStepsRule(const RuleSpec& spec, Params params)
-      : StepWindowRule(spec, std::move(params)),
+      : StepShareRule(spec, std::move(params)),
         max_gap_ns_(this->params().Number("max_gap_s") * kNsPerSecond) {}
 
   void OnSnapshot(const Snapshot& snap) override {
@@ -176,29 +247,25 @@ class GpuIdleBetweenStepsRule : public StepWindowRule {
     if (gap > max_gap_ns_) *part = 0;
     return true;
   }
-  double Share(const Stream& st) const override {
-    const double total = st.part_ns + st.step_ns;
-    return total > 0 ? st.part_ns / total : 0;
-  }
-  void Report(const Stream& st, double share) override {
+  double Whole(double part_ns, double step_ns) const override { return part_ns + step_ns; }
+  void Report(const Stream& st, const Span& sp) override {
     const std::string& node = ctx().NodeName(st.node);
-    const double n = static_cast<double>(st.steps);
+    const double n = static_cast<double>(sp.steps);
+    const double share = sp.share;
     Emit(MakeFinding(
-        Severity::kWarning, node, WhoDevice(st.rank, st.pid), st.start_ns, st.end_ns,
+        Severity::kWarning, node, WhoDevice(st.rank, st.pid), sp.start_ns, sp.end_ns,
         Capitalized(Who(st.rank, st.pid)) + " on " + node + " spends " + Pct(share) +
-            " of its time between steps (host-side gaps of " + Fixed(st.part_ns / n / 1e6) +
-            " ms per step; threshold " + Pct(threshold_) + ")",
+            " of its time between steps (host-side gaps of " + Fixed(sp.part_ns / n / 1e6) +
+            " ms per step, steps " + std::to_string(sp.first_step) + "-" +
+            std::to_string(sp.last_step) + "; at least " + Pct(sp.lower) + " at " +
+            Fixed(confidence() * 100, 0) + "% confidence, threshold " + Pct(threshold_) + ")",
         "Work between optimizer steps leaves the GPU idle: log and compute metrics every N "
         "steps instead of every step, avoid host synchronisations (.item(), .cpu(), "
         "printing tensors), use non_blocking copies, and consider torch.compile or CUDA "
         "graphs to cut Python overhead.",
-        {{"gap_share", Round(share)},
-         {"mean_gap_ms", Round(st.part_ns / n / 1e6, 3)},
-         {"mean_step_ms", Round(st.step_ns / n / 1e6, 3)},
-         {"steps", st.steps},
-         {"first_step", st.first_step},
-         {"last_step", st.last_step},
-         {"threshold_ratio", threshold_}}));
+        Evidence(sp, {{"gap_share", Round(share)},
+                      {"mean_gap_ms", Round(sp.part_ns / n / 1e6, 3)},
+                      {"mean_step_ms", Round(sp.step_ns / n / 1e6, 3)}})));
   }
 
  private:
@@ -1164,21 +1231,33 @@ ParamSpec P(const char* name, json value, const char* description) {
 }  // namespace
 
 void AddOwnRules(std::vector<BuiltinRule>* out) {
-  out->push_back({{"DataLoaderStarvation",
-                   "Per training process: share of step time spent waiting for the next batch "
-                   "(data_wait), over windows of `window_steps` steps.",
-                   false,
-                   {P("threshold_ratio", 0.2, "share of step time waiting for data (0..1)"),
-                    P("window_steps", 50, "steps per window"),
-                    P("warmup_steps", 5, "first steps ignored (workers starting)")}},
-                  FactoryOf<DataLoaderStarvationRule>()});
+  out->push_back(
+      {{"DataLoaderStarvation",
+        "Per training process: share of step time spent waiting for the next batch (data_wait) "
+        "over the recent steps; fires when its lower confidence bound over the last "
+        "`min_steps`..`window_steps` steps exceeds `threshold_ratio`.",
+        false,
+        {P("threshold_ratio", 0.2, "share of step time waiting for data (0..1)"),
+         P("window_steps", 50, "most recent steps in a span judged"),
+         P("min_steps", 20, "fewest steps in a span judged"),
+         P("cluster_steps", 5,
+           "consecutive steps per cluster (the bound's variance is measured between clusters)"),
+         P("confidence", 0.95, "one-sided confidence of the bound on the share (0.5..1)"),
+         P("warmup_steps", 5, "first steps ignored (workers starting)")}},
+       FactoryOf<DataLoaderStarvationRule>()});
   out->push_back(
       {{"GPUIdleBetweenSteps",
         "Per training process: share of wall time spent between steps (host-side gaps shorter "
-        "than `max_gap_s`), over windows of `window_steps` steps.",
+        "than `max_gap_s`) over the recent steps; fires when its lower confidence bound over "
+        "the last `min_steps`..`window_steps` steps exceeds `threshold_ratio`.",
         false,
         {P("threshold_ratio", 0.15, "share of time between steps (0..1)"),
-         P("window_steps", 50, "steps per window"), P("warmup_steps", 5, "first steps ignored"),
+         P("window_steps", 50, "most recent steps in a span judged"),
+         P("min_steps", 20, "fewest steps in a span judged"),
+         P("cluster_steps", 5,
+           "consecutive steps per cluster (the bound's variance is measured between clusters)"),
+         P("confidence", 0.95, "one-sided confidence of the bound on the share (0.5..1)"),
+         P("warmup_steps", 5, "first steps ignored"),
          P("max_gap_s", 10, "longer gaps are pauses (LongPauses), not counted here")}},
        FactoryOf<GpuIdleBetweenStepsRule>()});
   out->push_back(

@@ -33,6 +33,61 @@ TEST(DataLoaderStarvationTest, FiresWhenTheLoopWaitsForBatches) {
   EXPECT_NE(r.findings[0].recommendation.find("pin_memory"), std::string::npos);
 }
 
+// The bound recomputed here from the generated steps (not from the rule's sums): clusters of
+// `cluster_steps` consecutive steps of the finding's span, the ratio of the sums and the ratio
+// estimator's variance over the clusters.
+TEST(DataLoaderStarvationTest, DecidedFromTheBoundAfterTwentySteps) {
+  auto wait_of = [](int64_t step) { return (60 + (step * 37) % 50) * kMs; };  // 60..109 ms
+  const int64_t compute = 150 * kMs;
+  Scenario s("starved_bound");
+  s.Steps("n0", 0, kStart, kStart + 120 * kSec,
+          [&](int64_t step, int64_t* wait, int64_t* c, int64_t*) {
+            *wait = wait_of(step);
+            *c = compute;
+          });
+  RuleResult r = EvaluateOne(s.Finish(), "DataLoaderStarvation");
+  ASSERT_EQ(r.findings.size(), 1u);
+  const nlohmann::json e = Evidence(r.findings[0]);
+  // Decided at the first span it may judge: 20 steps after the 5 warm-up steps (0-4).
+  EXPECT_EQ(e["last_step"].get<int64_t>(), 24);
+  const int64_t first = e["first_step"].get<int64_t>(), last = e["last_step"].get<int64_t>();
+  const int64_t cluster = e["cluster_steps"].get<int64_t>();
+  ASSERT_EQ(cluster, 5);
+  ASSERT_EQ((last - first + 1) % cluster, 0);
+  std::vector<double> parts, wholes;
+  for (int64_t c0 = first; c0 <= last; c0 += cluster) {
+    double p = 0, w = 0;
+    for (int64_t i = c0; i < c0 + cluster; ++i) {
+      p += static_cast<double>(wait_of(i));
+      w += static_cast<double>(wait_of(i) + compute);
+    }
+    parts.push_back(p);
+    wholes.push_back(w);
+  }
+  double sp = 0, sw = 0;
+  for (size_t j = 0; j < parts.size(); ++j) sp += parts[j], sw += wholes[j];
+  const double ratio = sp / sw;
+  double ss = 0;
+  for (size_t j = 0; j < parts.size(); ++j) ss += std::pow(parts[j] - ratio * wholes[j], 2);
+  const double jn = static_cast<double>(parts.size());
+  const double lower = ratio - 1.6448536 * std::sqrt(jn / (jn - 1) * ss) / sw;
+  EXPECT_NEAR(e["data_wait_share"].get<double>(), ratio, 1e-4);
+  EXPECT_NEAR(e["share_lower"].get<double>(), lower, 1e-4);
+  EXPECT_GT(lower, 0.2);
+}
+
+TEST(DataLoaderStarvationTest, SilentOnABurstOfSlowBatches) {
+  // Five batches of 400 ms in a fed loop: one or two clusters, not a pattern. (The share of
+  // the 50 steps around them is 16 %.)
+  Scenario s("burst");
+  s.Steps("n0", 0, kStart, kStart + 120 * kSec,
+          [](int64_t step, int64_t* wait, int64_t* compute, int64_t*) {
+            *wait = step >= 100 && step < 105 ? 400 * kMs : 3 * kMs;
+            *compute = 200 * kMs;
+          });
+  EXPECT_SILENT_ON_DATA(EvaluateOne(s.Finish(), "DataLoaderStarvation"));
+}
+
 TEST(DataLoaderStarvationTest, NoGpuAdviceOnACpuOnlyNode) {
   // The same starved loop on a 4-core node without GPUs: the advice fits the machine.
   Scenario s("starved_cpu");
