@@ -115,15 +115,30 @@ void ProcessTreeCollector::Place(int pid, Member& m, std::string_view stat_text,
   if (own_series_given_ >= kMaxProcessSeries) return;  // summed on "other"
   ++own_series_given_;
   m.device = "pid" + std::to_string(pid);
+  m.rechecks = kCmdlineRechecks;
+  Note(pid, m, stat_text, st, tick, sink);
+}
+
+void ProcessTreeCollector::Note(int pid, Member& m, std::string_view stat_text, const PidStat& st,
+                                const Tick& tick, SampleSink& sink) {
   // One bounded read: the kernel gives at most what is asked of /proc/<pid>/cmdline.
   nlohmann::json args = nlohmann::json::array();
   char path[4096];
   std::snprintf(path, sizeof(path), "%s/%d/cmdline", proc_root_.c_str(), pid);
   cmdline_buffer_.resize(kMaxCmdlineBytes);
+  const std::string_view name = PidStatName(stat_text);
   int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = -1;
   if (fd >= 0) {
-    ssize_t n = ::read(fd, cmdline_buffer_.data(), cmdline_buffer_.size());
+    n = ::read(fd, cmdline_buffer_.data(), cmdline_buffer_.size());
     ::close(fd);
+  }
+  std::string noted(name);
+  noted.push_back('\0');
+  if (n > 0) noted.append(cmdline_buffer_.data(), static_cast<size_t>(n));
+  if (noted == m.noted) return;
+  m.noted = std::move(noted);
+  if (n > 0) {
     size_t start = 0;
     for (size_t i = 0; n > 0 && i <= static_cast<size_t>(n) && args.size() < kMaxCmdlineArgs; ++i) {
       if (i == static_cast<size_t>(n) || cmdline_buffer_[i] == '\0') {
@@ -136,7 +151,7 @@ void ProcessTreeCollector::Place(int pid, Member& m, std::string_view stat_text,
   }
   nlohmann::json note = {{"pid", pid},
                          {"ppid", st.ppid},
-                         {"name", std::string(PidStatName(stat_text))},
+                         {"name", std::string(name)},
                          {"cmdline", std::move(args)},
                          {"ts_ns", tick.wall_ns}};
   // Names and arguments are bytes, not always UTF-8: invalid sequences become U+FFFD.
@@ -305,7 +320,12 @@ void ProcessTreeCollector::Sample(const Tick& tick, SampleSink& sink) {
   std::sort(readings_.begin(), readings_.end(),
             [](const Reading& a, const Reading& b) { return a.pid < b.pid; });
   for (Reading& r : readings_) {
-    if (!r.m->placed) Place(r.pid, *r.m, r.stat_text, r.st, tick, sink);
+    if (!r.m->placed) {
+      Place(r.pid, *r.m, r.stat_text, r.st, tick, sink);
+    } else if (r.m->rechecks > 0 && !r.m->device.empty()) {
+      --r.m->rechecks;
+      Note(r.pid, *r.m, r.stat_text, r.st, tick, sink);
+    }
   }
   for (Reading& r : readings_) {
     Member& m = *r.m;

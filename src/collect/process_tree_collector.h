@@ -9,8 +9,11 @@
 // pid_threads; every later process is summed into device "other". When a process gets its series,
 // one note "process" = {"pid", "ppid", "name", "cmdline": [args...], "ts_ns"} says who it is
 // (stored as an annotation): name from /proc/<pid>/stat, cmdline from /proc/<pid>/cmdline, at most
-// kMaxCmdlineArgs args of kMaxCmdlineBytes in all. Bounds: a run's store holds at most
-// 3 * kMaxProcessSeries + 3 per-process series and kMaxProcessSeries notes per recorder.
+// kMaxCmdlineArgs args of kMaxCmdlineBytes in all; read again at the next kCmdlineRechecks
+// ticks, and noted again when changed (a process seen between its fork and its exec showed its
+// parent's: the newest note is the process's). Bounds: a run's store holds at most
+// 3 * kMaxProcessSeries + 3 per-process series and (1 + kCmdlineRechecks) * kMaxProcessSeries
+// notes per recorder.
 //
 // Per-process state (previous CPU and I/O counters, open /proc/<pid>/stat and io files) keeps
 // rates right when workers appear or exit: a process first seen after the first tick was born
@@ -62,6 +65,9 @@ class ProcessTreeCollector : public Collector {
   static constexpr int kMaxProcessSeries = 64;
   static constexpr size_t kMaxCmdlineBytes = 512;
   static constexpr size_t kMaxCmdlineArgs = 32;
+  // Ticks after its first at which a process's name and command line are read again (a
+  // process caught between fork and exec).
+  static constexpr int kCmdlineRechecks = 2;
 
   std::string_view name() const override { return "process_tree"; }
   void Sample(const Tick& tick, SampleSink& sink) override;
@@ -85,6 +91,11 @@ class ProcessTreeCollector : public Collector {
     uint64_t seen = 0;    // scan generation
     bool placed = false;  // own series or "other" decided (at its first good stat read)
     std::string device;   // "pid<P>" when it has series of its own, else ""
+    // Name and command line of its last "process" note. A process seen between its fork and
+    // its exec still shows its parent's: it is read again at the next ticks, and a change is
+    // noted again (the newest note is the process's).
+    std::string noted;
+    int rechecks = 0;
   };
   // One member's stat at this tick (`stat_text` lives in the member's own buffer).
   struct Reading {
@@ -106,6 +117,9 @@ class ProcessTreeCollector : public Collector {
   // it is; `stat_text` is its /proc/<pid>/stat.
   void Place(int pid, Member& m, std::string_view stat_text, const PidStat& st, const Tick& tick,
              SampleSink& sink);
+  // Writes the member's "process" note when its name or command line differ from the last one.
+  void Note(int pid, Member& m, std::string_view stat_text, const PidStat& st, const Tick& tick,
+            SampleSink& sink);
 
   std::string proc_root_;
   std::vector<int> root_pids_;

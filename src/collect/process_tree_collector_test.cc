@@ -323,6 +323,43 @@ TEST(ProcessTreeCollectorTest, PerProcessSeriesBoundedWithTheRestOnOther) {
   EXPECT_TRUE(sink.unknown.empty());
 }
 
+// A process caught between its fork and its exec shows its parent's name and command line (a
+// recorder sampling while a launcher starts its workers; test_serve_process_tree.py saw it once
+// on a loaded machine). The next ticks read them again and note the change; the newest note
+// names the process.
+TEST(ProcessTreeCollectorTest, AProcessSeenBeforeItsExecIsNamedAgainAfterIt) {
+  using namespace std::string_literals;
+  TempDir dir;
+  const std::string root = dir.path();
+  WriteProc(root, 100, "python", 1, 0);
+  WriteProc(root, 101, "python", 100, 0);  // forked: still the parent's image
+  ProcessTreeCollector collector(root, {100});
+  RecordingSink sink;
+  collector.Sample(testing::TickAt(0), sink);
+  ASSERT_EQ(sink.notes.size(), 2u);
+  // The exec: a new name and command line.
+  testing::WriteText(root + "/101/stat", StatLine(101, "sleep", 100, 0, 2, 1101));
+  testing::WriteText(root + "/101/cmdline",
+                     "/bin/sleep\0"
+                     "30\0"s);
+  sink.notes.clear();
+  collector.Sample(testing::TickAt(0.1), sink);
+  ASSERT_EQ(sink.notes.size(), 1u);
+  EXPECT_NE(sink.notes[0].second.find("\"pid\":101,"), std::string::npos) << sink.notes[0].second;
+  EXPECT_NE(sink.notes[0].second.find("\"name\":\"sleep\""), std::string::npos);
+  EXPECT_NE(sink.notes[0].second.find("\"cmdline\":[\"/bin/sleep\",\"30\"]"), std::string::npos)
+      << sink.notes[0].second;
+  // Unchanged: no note; after kCmdlineRechecks ticks the command line is no longer read.
+  sink.notes.clear();
+  collector.Sample(testing::TickAt(0.2), sink);
+  EXPECT_TRUE(sink.notes.empty());
+  testing::WriteText(root + "/101/cmdline",
+                     "/bin/sleep\0"
+                     "31\0"s);
+  for (int i = 0; i < 3; ++i) collector.Sample(testing::TickAt(0.3 + 0.1 * i), sink);
+  EXPECT_TRUE(sink.notes.empty());
+}
+
 TEST(ProcessTreeCollectorTest, ParsePidStatHandlesOddNames) {
   PidStat st;
   const std::string line =
