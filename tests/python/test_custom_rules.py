@@ -478,11 +478,15 @@ def test_record_evaluates_an_update_rule_live_and_runs_its_actions(tmp_path, tra
     run = trainprof.open(run_dir)
     assert (run.metadata["end_ns"] - run.metadata["start_ns"]) / 1e9 < 60
     findings = run.findings()
-    # Only what the configuration selected: the custom rule, no built-in one.
-    assert [f.rule for f in findings] == ["LongDataWaits"], proc.stderr
-    assert findings[0].evidence["long_waits"] == 15
+    # Only what the configuration selected: no built-in rule. The file's other custom rules
+    # run at the end as well (docs/rules.md: they always all run); BusyCpuWhileWaiting fires
+    # there when the machine's CPUs were busy, which a loaded CI machine's are.
+    assert {f.rule for f in findings} <= {"LongDataWaits", "SlowSteps", "BusyCpuWhileWaiting"}, \
+        proc.stderr
+    (live,) = [f for f in findings if f.rule == "LongDataWaits"]
+    assert live.evidence["long_waits"] == 15
     # The finding was stored before the job ended, not at the end.
-    assert findings[0].end_ns < run.metadata["end_ns"]
+    assert live.end_ns < run.metadata["end_ns"]
     sent = json.loads(got.read_text())
     assert sent["rule"] == "LongDataWaits" and sent["evidence"]["long_waits"] == 15
 

@@ -294,6 +294,14 @@
     var box = h("details", { id: "processes" }, [h("summary", { text: "Processes" })]);
     var loaded = false;
     function load() {
+      if (!box.isConnected) {
+        // A live update re-rendered the page between the click and this toggle event (the
+        // stream's first update comes right after the first render): open or close the box
+        // that replaced this one, which then loads itself.
+        var current = document.getElementById("processes");
+        if (current && current !== box && current.open !== box.open) current.open = box.open;
+        return;
+      }
       processesOpen = box.open;
       if (!box.open || loaded) return;
       loaded = true;
