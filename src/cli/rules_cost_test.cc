@@ -154,12 +154,15 @@ TEST(RulesCostTest, RealRuleEvidenceIsPriced) {
   EXPECT_EQ((*c)["evidence"]["idle_gpu_samples"], 92);
   EXPECT_NEAR((*c)["cost_usd"].get<double>(), 0.09, kCent);
   EXPECT_NEAR((*c)["cost_usd"].get<double>(), 92 * 3.672 / 3600, 1e-9);
-  // DataLoaderStarvation: steps 5..54 after the 5 warm-up steps: 50 x 0.5 s = 25 s of the whole
-  // instance (one rank): 25 x (14.688 + 30 x 0.14 / 730) / 3600 = 0.102040 -> $0.10.
+  // DataLoaderStarvation: decided by the bound over steps 5..24 (the 20 steps after the 5
+  // warm-up steps, its shortest span): 20 x 0.5 s = 10 s of the whole instance (one rank):
+  // 10 x (14.688 + 30 x 0.14 / 730) / 3600 = 0.040816 -> $0.04.
   const nlohmann::json* d = OnlyFinding(j, "DataLoaderStarvation");
   ASSERT_NE(d, nullptr) << out.str();
-  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 0.10, kCent);
-  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 25 * (14.688 + 30 * 0.14 / 730) / 3600, 1e-6);
+  EXPECT_EQ((*d)["evidence"]["first_step"], 5);
+  EXPECT_EQ((*d)["evidence"]["last_step"], 24);
+  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 0.04, kCent);
+  EXPECT_NEAR((*d)["cost_usd"].get<double>(), 10 * (14.688 + 30 * 0.14 / 730) / 3600, 1e-6);
   EXPECT_NE((*d)["cost_basis"].get<std::string>().find("the only rank on the node"),
             std::string::npos);
 }
@@ -334,9 +337,9 @@ TEST(RulesCostTest, CpuOnlyJobGetsNoGpuAdviceAnywhere) {
   FinishRecordedRun(run, summary);
   std::ifstream in(run + "/report.json");
   auto j = nlohmann::json::parse(in);
-  // The planted stall: steps 5-54 (after the 5 warm-up steps), 60 % waiting; priced as 50 x
-  // 0.6 s = 30 s of the instance: 0.23 $/h + 30 GB x 0.14 $/GB-month / 730 h
-  // = 6.548706e-5 $/s -> $0.0019646.
+  // The planted stall, 60 % waiting, decided over steps 5-24 (the 20 steps after the 5 warm-up
+  // steps); priced as 20 x 0.6 s = 12 s of the instance: 0.23 $/h + 30 GB x 0.14 $/GB-month /
+  // 730 h = 6.548706e-5 $/s -> $0.00078585.
   bool stall = false;
   std::vector<std::string> advice;
   for (const auto& r : j["rules"]["rules"]) {
@@ -349,9 +352,9 @@ TEST(RulesCostTest, CpuOnlyJobGetsNoGpuAdviceAnywhere) {
                                           : f["evidence"];
       EXPECT_DOUBLE_EQ(ev["data_wait_share"].get<double>(), 0.6);
       EXPECT_EQ(ev["first_step"], 5);
-      EXPECT_EQ(ev["last_step"], 54);
+      EXPECT_EQ(ev["last_step"], 24);
       EXPECT_EQ(ev["gpu"], false);
-      EXPECT_NEAR(f["cost_usd"].get<double>(), 30 * (0.23 / 3600 + 30 * 0.14 / (730 * 3600.0)),
+      EXPECT_NEAR(f["cost_usd"].get<double>(), 12 * (0.23 / 3600 + 30 * 0.14 / (730 * 3600.0)),
                   1e-9);
     }
   }
