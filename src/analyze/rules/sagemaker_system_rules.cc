@@ -565,74 +565,126 @@ class GpuMemoryIncreaseRule : public Rule {
 };
 
 // ---------------------------------------------------------------------------------------------
-// LoadBalancing: histograms of utilisation per GPU (2 % bins) compared between every pair of
-// GPUs of the run with the Jensen-Shannon distance, each data-time minute and at the end.
+// LoadBalancing: per GPU a histogram of its utilisation (2 % bins) from `settle_s` after its
+// node's first step (a node without steps: after `patience` values), every pair of GPUs of the
+// run compared as the data grows: a pair is imbalanced once, with `confidence`, its histograms
+// differ (G-test of homogeneity, Bonferroni over the pairs) and their Jensen-Shannon distance,
+// with the plug-in estimate's small-sample bias taken out, is above `threshold`. Utilisation
+// samples are autocorrelated, so each GPU counts one observation per `block_s` block with data
+// (fewer than its samples at sub-second sampling). Judged every block while the data is young,
+// then every eighth of the data judged so far, at least once a minute: an imbalance from the
+// start is named in about 20-40 s, and checking every pair stays cheap on long runs.
 class LoadBalancingRule : public Rule {
  public:
   LoadBalancingRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
         threshold_(this->params().Number("threshold")),
         patience_(this->params().Integer("patience")),
-        clock_(kMinuteNs) {}
+        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
+        block_ns_(
+            std::max<int64_t>(1, static_cast<int64_t>(this->params().Number("block_s") * 1e9))),
+        min_span_ns_(static_cast<int64_t>(this->params().Number("min_window_s") * 1e9)),
+        confidence_(std::clamp(this->params().Number("confidence"), 0.5, 0.999999)) {}
+
+  void OnStep(const StepRow& s) override {
+    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
+    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
+  }
 
   void OnSnapshot(const Snapshot& snap) override {
-    if (clock_.Due(snap.ts_ns)) Evaluate(snap.ts_ns);
+    bool ready = false, checked = false;
     for (const SampleValue& v : snap.values) {
       const SeriesKey& key = ctx().Series(v.series);
       if (key.kind != MetricKind::kGpuUtil) continue;
-      Gpu& g = gpus_[{ctx().NodeName(key.node), key.device_index}];
+      ++result().datapoints;
+      if (!checked) {
+        checked = true;
+        ready =
+            Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_);
+      }
+      if (!ready) continue;
+      Gpu*& slot = Grow(by_series_, static_cast<size_t>(v.series));  // map nodes stay put
+      if (slot == nullptr) slot = &gpus_[{ctx().NodeName(key.node), key.device_index}];
+      Gpu& g = *slot;
       const int bin = std::clamp(static_cast<int>(v.value * 100 / 2), 0, kBins - 1);
       g.histogram[static_cast<size_t>(bin)] += 1;
       g.sum += v.value * 100;
       ++g.count;
       if (g.first_ns == 0) g.first_ns = snap.ts_ns;
-      ++result().datapoints;
+      const int64_t block = snap.ts_ns / block_ns_;
+      if (block != g.last_block) {
+        g.last_block = block;
+        ++g.blocks;
+      }
+      if (first_ns_ == 0) first_ns_ = snap.ts_ns;
     }
+    if (first_ns_ == 0) return;
     last_ns_ = snap.ts_ns;
+    const int64_t judged = last_ns_ - first_ns_;
+    const int64_t every = std::clamp(judged / 8, block_ns_, kMinuteNs);
+    if (judged >= min_span_ns_ && last_ns_ - last_check_ns_ >= every) {
+      last_check_ns_ = last_ns_;
+      Evaluate(last_ns_);
+    }
   }
 
-  void Finalize(int64_t) override { Evaluate(last_ns_); }
+  void Finalize(int64_t) override {
+    if (last_ns_ != last_check_ns_) Evaluate(last_ns_);
+  }
 
  private:
   static constexpr int kBins = 50;
   struct Gpu {
     std::vector<double> histogram = std::vector<double>(kBins, 0.0);
     double sum = 0;
-    int64_t count = 0;
+    int64_t count = 0, blocks = 0, last_block = -1;
     int64_t first_ns = 0;
     bool reported = false;
     double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0; }
+    // Observations for the test: one per block with data, at most one per sample.
+    double effective() const { return static_cast<double>(std::min(count, blocks)); }
   };
   using Key = std::pair<std::string, int>;  // node name, GPU index
 
   void Evaluate(int64_t now_ns) {
     std::vector<std::pair<const Key*, Gpu*>> eligible;
     for (auto& [key, g] : gpus_) {
-      if (g.count > patience_) eligible.push_back({&key, &g});
+      if (g.count >= 2 && now_ns - g.first_ns >= min_span_ns_) eligible.push_back({&key, &g});
     }
     if (eligible.size() < 2) return;
     std::vector<double> means;
     for (auto& e : eligible) means.push_back(e.second->mean());
     const double median = stats::Quantile(means, 0.5);
-    std::map<Key, json> new_pairs;  // attributed GPU -> its new imbalanced peers
+    const double pairs = static_cast<double>(eligible.size() * (eligible.size() - 1) / 2);
+    const double p = 1 - (1 - confidence_) / pairs;  // Bonferroni over the pairs
+    std::map<Key, json> new_pairs;                   // attributed GPU -> its new imbalanced peers
     for (size_t i = 0; i < eligible.size(); ++i) {
       for (size_t j = i + 1; j < eligible.size(); ++j) {
         const auto pair = std::make_pair(*eligible[i].first, *eligible[j].first);
         if (fired_pairs_.count(pair)) continue;
-        const double d = stats::JensenShannonDistance(eligible[i].second->histogram,
-                                                      eligible[j].second->histogram);
-        if (d <= threshold_) continue;
+        const Gpu& a = *eligible[i].second;
+        const Gpu& b = *eligible[j].second;
+        const stats::HistogramComparison c =
+            stats::CompareHistograms(a.histogram, b.histogram, a.effective(), b.effective());
+        const double distance = c.corrected_distance();
+        if (distance <= threshold_ || c.bins < 2) continue;
+        const double critical = stats::ChiSquareQuantile(p, c.bins - 1);
+        if (c.g_statistic <= critical) continue;
         fired_pairs_.insert(pair);
         ++result().violations;  // each pair once
         // Blame the GPU further from the run's typical utilisation.
-        const bool first_is_odd = std::abs(eligible[i].second->mean() - median) >=
-                                  std::abs(eligible[j].second->mean() - median);
+        const bool first_is_odd = std::abs(a.mean() - median) >= std::abs(b.mean() - median);
         const size_t odd = first_is_odd ? i : j, peer = first_is_odd ? j : i;
         new_pairs[*eligible[odd].first].push_back(
             {{"node", eligible[peer].first->first},
              {"device", "gpu" + std::to_string(eligible[peer].first->second)},
-             {"distance", Round(d, 4)},
-             {"peer_mean_percent", Round(eligible[peer].second->mean(), 2)}});
+             {"distance", Round(distance, 4)},
+             {"distance_uncorrected", Round(std::sqrt(c.divergence), 4)},
+             {"g_statistic", Round(c.g_statistic, 2)},
+             {"chi_square_critical", Round(critical, 2)},
+             {"degrees_of_freedom", c.bins - 1},
+             {"peer_mean_percent", Round(eligible[peer].second->mean(), 2)},
+             {"peer_effective_samples", eligible[peer].second->effective()}});
       }
     }
     for (auto& [key, peers] : new_pairs) {
@@ -645,7 +697,8 @@ class LoadBalancingRule : public Rule {
           device + " on " + key.first + " carries a different load than " +
               std::to_string(peers.size()) + " other GPU(s): mean utilisation " + Fixed(g.mean()) +
               "% vs a median of " + Fixed(median) + "% (histogram distance above " +
-              Fixed(threshold_, 2) + ")",
+              Fixed(threshold_, 2) + " with " + Fixed(confidence_ * 100, 0) + "% confidence, " +
+              Fixed(static_cast<double>(now_ns - g.first_ns) / 1e9, 0) + " s judged)",
           "Balance the work across GPUs: equal per-GPU batch sizes and sequence lengths "
           "(bucket by length), the same model shard sizes, no extra work (logging, "
           "evaluation) on rank 0 only; check that every GPU runs a training process.",
@@ -653,15 +706,21 @@ class LoadBalancingRule : public Rule {
            {"median_of_gpu_means_percent", Round(median, 2)},
            {"imbalanced_peers", peers},
            {"threshold", threshold_},
-           {"values", g.count}}));
+           {"confidence", confidence_},
+           {"values", g.count},
+           {"effective_samples", g.effective()},
+           {"block_s", static_cast<double>(block_ns_) / 1e9},
+           {"judged_from_ns", g.first_ns}}));
     }
   }
 
   double threshold_;
-  int64_t patience_;
-  ScanClock clock_;
-  int64_t last_ns_ = 0;
+  int64_t patience_, settle_ns_, block_ns_, min_span_ns_;
+  double confidence_;
+  int64_t first_ns_ = 0, last_ns_ = 0, last_check_ns_ = 0;
+  std::vector<JudgeFrom> from_;
   std::map<Key, Gpu> gpus_;
+  std::vector<Gpu*> by_series_;  // series id -> its GPU in gpus_
   std::set<std::pair<Key, Key>> fired_pairs_;
 };
 
@@ -768,8 +827,6 @@ void AddSageMakerSystemRules(std::vector<BuiltinRule>* out) {
   const char* patience_doc =
       "without training steps on the node: values (samples) skipped before the first check "
       "(startup); with steps, judging starts `settle_s` after the first step";
-  const char* fixed_patience_doc =
-      "values (samples) to record before the first check; startup is skipped this way";
   auto share_params = [](std::vector<ParamSpec> v, bool window_s) {
     v.push_back(P("settle_s", 5, "seconds after the node's first step before samples count"));
     v.push_back(P("confidence", 0.95, "one-sided confidence of the bound on the share (0.5..1)"));
@@ -844,11 +901,16 @@ void AddSageMakerSystemRules(std::vector<BuiltinRule>* out) {
        FactoryOf<GpuMemoryIncreaseRule>()});
   out->push_back(
       {{"LoadBalancing",
-        "Fires when the utilisation histograms of two GPUs differ by a Jensen-Shannon distance "
-        "above `threshold` (0: same shape, 0.83: disjoint).",
+        "Fires when the utilisation histograms of two GPUs differ, with confidence, by a "
+        "Jensen-Shannon distance above `threshold` (0: same shape, 0.83: disjoint).",
         true,
-        {P("threshold", 0.5, "Jensen-Shannon distance between two GPUs' histograms"),
-         P("patience", 1000, fixed_patience_doc)}},
+        {P("threshold", 0.5,
+           "Jensen-Shannon distance between two GPUs' histograms, small-sample bias removed"),
+         P("patience", 1000, patience_doc),
+         P("settle_s", 5, "seconds after the node's first step before samples count"),
+         P("confidence", 0.99, "confidence that two histograms differ (G-test, over all pairs)"),
+         P("block_s", 2, "seconds of samples that count as one observation (autocorrelation)"),
+         P("min_window_s", 20, "seconds of a GPU's samples before it is judged")}},
        FactoryOf<LoadBalancingRule>()});
   out->push_back(
       {{"OverallSystemUsage",

@@ -149,4 +149,74 @@ double JensenShannonDistance(std::span<const double> p_counts, std::span<const d
   return std::sqrt(std::max(0.0, divergence));
 }
 
+double HistogramComparison::corrected_distance() const {
+  return std::sqrt(std::max(0.0, divergence - divergence_bias));
+}
+
+HistogramComparison CompareHistograms(std::span<const double> p_counts,
+                                      std::span<const double> q_counts, double n_p, double n_q) {
+  HistogramComparison c;
+  double p_total = 0, q_total = 0;
+  for (double v : p_counts) p_total += v;
+  for (double v : q_counts) q_total += v;
+  if (p_total <= 0 || q_total <= 0 || p_counts.size() != q_counts.size() || n_p <= 0 || n_q <= 0) {
+    return c;
+  }
+  const double w_p = n_p / (n_p + n_q);  // pooled shape of the G-test: weighted by sample size
+  double kl_p = 0, kl_q = 0;
+  for (size_t i = 0; i < p_counts.size(); ++i) {
+    const double p = p_counts[i] / p_total;
+    const double q = q_counts[i] / q_total;
+    if (p <= 0 && q <= 0) continue;
+    ++c.bins;
+    const double m = (p + q) / 2;
+    const double pooled = w_p * p + (1 - w_p) * q;
+    if (p > 0) {
+      c.divergence += 0.5 * p * std::log(p / m);
+      kl_p += p * std::log(p / pooled);
+    }
+    if (q > 0) {
+      c.divergence += 0.5 * q * std::log(q / m);
+      kl_q += q * std::log(q / pooled);
+    }
+  }
+  c.divergence = std::max(0.0, c.divergence);
+  c.g_statistic = std::max(0.0, 2 * (n_p * kl_p + n_q * kl_q));
+  c.divergence_bias = std::max(0, c.bins - 1) * (1 / n_p + 1 / n_q) / 8;
+  return c;
+}
+
+double NormalQuantile(double p) {
+  p = std::clamp(p, 1e-12, 1 - 1e-12);
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  const double lo = 0.02425, hi = 1 - lo;
+  if (p < lo) {
+    const double q = std::sqrt(-2 * std::log(p));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  if (p > hi) {
+    const double q = std::sqrt(-2 * std::log(1 - p));
+    return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  const double q = p - 0.5, r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+double ChiSquareQuantile(double p, double df) {
+  if (df <= 0) return 0;
+  const double v = 2 / (9 * df);
+  const double t = 1 - v + NormalQuantile(p) * std::sqrt(v);
+  return t <= 0 ? 0 : df * t * t * t;
+}
+
 }  // namespace trainprof::stats
