@@ -203,6 +203,18 @@ void RuleEngine::Feed(const store::MetricTable& metrics) {
   // Translate the table's dictionary codes once per distinct (node, metric, device).
   std::map<std::tuple<int32_t, int32_t, int32_t>, int32_t> codes;
   std::vector<int32_t> node_of_code(metrics.nodes.values().size(), -1);
+  {
+    // Room for the table's values in each node's pending list at once: growing them value by
+    // value copied and page-faulted the whole list again at each doubling.
+    std::vector<size_t> per_code(node_of_code.size(), 0);
+    for (size_t i = 0; i < metrics.size(); ++i) ++per_code[static_cast<size_t>(metrics.node[i])];
+    for (size_t c = 0; c < per_code.size(); ++c) {
+      if (per_code[c] == 0) continue;
+      node_of_code[c] = NodeId(metrics.nodes.at(static_cast<int32_t>(c)));
+      auto& pending = pending_values_[static_cast<size_t>(node_of_code[c])];
+      pending.reserve(pending.size() + per_code[c]);
+    }
+  }
   int64_t last_key[3] = {-1, -1, -1};
   int32_t last_series = -1;
   for (size_t i = 0; i < metrics.size(); ++i) {
@@ -303,6 +315,20 @@ void RuleEngine::Release(int64_t cut_ns) {
   }
 
   std::vector<SampleValue> arena;
+  {
+    size_t held = 0;
+    for (const auto& pending : pending_values_) held += pending.size();
+    arena.reserve(held);
+  }
+  // Nodes in name order, compared as numbers in the sort below.
+  std::vector<int32_t> node_order(node_names_.size());
+  {
+    std::vector<int32_t> by_name(node_names_.size());
+    for (size_t i = 0; i < by_name.size(); ++i) by_name[i] = static_cast<int32_t>(i);
+    std::sort(by_name.begin(), by_name.end(),
+              [&](int32_t a, int32_t b) { return node_names_[a] < node_names_[b]; });
+    for (size_t i = 0; i < by_name.size(); ++i) node_order[by_name[i]] = static_cast<int32_t>(i);
+  }
   struct Group {
     int32_t node;
     int64_t ts_ns;
@@ -330,7 +356,8 @@ void RuleEngine::Release(int64_t cut_ns) {
         int64_t& mark = series_mark_[static_cast<size_t>(pending[j].series)];
         if (mark == group_id) break;
         mark = group_id;
-        arena.push_back({pending[j].series, pending[j].value});
+        arena.push_back({pending[j].series, series_[static_cast<size_t>(pending[j].series)].kind,
+                         pending[j].value});
         ++j;
       }
       g.end = arena.size();
@@ -368,7 +395,7 @@ void RuleEngine::Release(int64_t cut_ns) {
   std::sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
     if (a.key_ns != b.key_ns) return a.key_ns < b.key_ns;
     if (a.kind != b.kind) return a.kind < b.kind;
-    if (a.node != b.node) return node_names_[a.node] < node_names_[b.node];
+    if (a.node != b.node) return node_order[a.node] < node_order[b.node];
     if (a.kind == 1) {
       const StepRow& x = steps[a.index];
       const StepRow& y = steps[b.index];

@@ -228,7 +228,7 @@ class GpuIdleBetweenStepsRule : public StepShareRule {
 
   void OnSnapshot(const Snapshot& snap) override {
     for (const SampleValue& v : snap.values) {
-      if (ctx().Series(v.series).kind == MetricKind::kGpuUtil) {
+      if (v.kind == MetricKind::kGpuUtil) {
         Grow(gpu_seen_, static_cast<size_t>(snap.node)) = 1;
         return;
       }
@@ -321,7 +321,7 @@ class HostMemoryGrowthRule : public Rule {
     NodeState& n = Node(snap.node);
     const SampleValue* rss = nullptr;
     for (const SampleValue& v : snap.values) {
-      switch (ctx().Series(v.series).kind) {
+      switch (v.kind) {
         case MetricKind::kProcessRss:
           rss = &v;
           break;
@@ -698,7 +698,7 @@ class CpuThrottlingRule : public Rule {
 
   void OnSnapshot(const Snapshot& snap) override {
     for (const SampleValue& v : snap.values) {
-      if (ctx().Series(v.series).kind != MetricKind::kCgroupThrottled) continue;
+      if (v.kind != MetricKind::kCgroupThrottled) continue;
       NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
       if (n.count > 0 && snap.ts_ns - n.start_ns >= window_ns_) Evaluate(snap.node, n);
       if (n.count == 0) n.start_ns = snap.ts_ns;
@@ -1138,7 +1138,7 @@ class UnderusedInstanceRule : public Rule {
     double cpu = 0, gpu = 0, mem = 0, total = -1;
     int cores = 0, gpus = 0, mems = 0;
     for (const SampleValue& v : snap.values) {
-      switch (ctx().Series(v.series).kind) {
+      switch (v.kind) {
         case MetricKind::kCpuCore:
           cpu += v.value;
           ++cores;

@@ -80,7 +80,8 @@ struct SeriesKey {
 };
 
 struct SampleValue {
-  int32_t series;  // engine series id
+  int32_t series;   // engine series id
+  MetricKind kind;  // ctx().Series(series).kind, at hand (in the padding)
   double value;
 };
 

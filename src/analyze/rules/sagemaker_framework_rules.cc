@@ -154,7 +154,7 @@ class DataloaderRule : public Rule {
     gpus_.OnSnapshot(ctx(), snap);
     NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
     for (const SampleValue& v : snap.values) {
-      if (ctx().Series(v.series).kind == MetricKind::kCpuCore) {
+      if (v.kind == MetricKind::kCpuCore) {
         n.cores_seen.insert(ctx().Series(v.series).device_index);
       }
     }

@@ -89,7 +89,7 @@ class CoincidenceRule : public Rule {
     bool has_total = false;
     double max_busy = 0;
     for (const SampleValue& v : snap.values) {
-      const MetricKind kind = ctx().Series(v.series).kind;
+      const MetricKind kind = v.kind;
       const double pct = v.value * 100;
       if (kind == MetricKind::kGpuUtil) {
         ++gpus;
@@ -122,10 +122,12 @@ class CoincidenceRule : public Rule {
     }
     if (!n.share->Add(snap.ts_ns, bottleneck) || n.fired) return;
     std::optional<ShareSpan> best;
-    n.share->Spans([&](const ShareSpan& s) {
-      if (s.lower[0] * 100 > threshold_ && (!best || s.lower[0] > best->lower[0])) best = s;
-      return false;
-    });
+    n.share->Spans([&](double a, double) { return a * 100 > threshold_; },  // lower <= share
+                   [&](const ShareSpan& s) {
+                     if (s.lower[0] * 100 > threshold_ && (!best || s.lower[0] > best->lower[0]))
+                       best = s;
+                     return false;
+                   });
     if (!best) return;
     n.fired = true;
     const std::string& node = ctx().NodeName(snap.node);
@@ -223,7 +225,7 @@ class LowGpuUtilizationRule : public Rule {
     const bool ready =
         Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_);
     for (const SampleValue& v : snap.values) {
-      if (ctx().Series(v.series).kind != MetricKind::kGpuUtil) continue;
+      if (v.kind != MetricKind::kGpuUtil) continue;
       ++result().datapoints;  // every value read (startup values are not judged)
       if (!ready) continue;
       auto [it, inserted] = gpus_.try_emplace(v.series, static_cast<size_t>(window_), options_);
@@ -233,15 +235,20 @@ class LowGpuUtilizationRule : public Rule {
       if (!g.share.Add(snap.ts_ns, pct >= p95_threshold_, pct < p5_threshold_)) continue;
       if (g.fired_low && g.fired_fluct) continue;
       std::optional<ShareSpan> low, fluct;
-      g.share.Spans([&](const ShareSpan& s) {
-        if (!g.fired_low && s.upper[0] < kTail && (!low || s.upper[0] < low->upper[0])) low = s;
-        const double weaker = std::min(s.lower[0], s.lower[1]);
-        if (!g.fired_fluct && s.lower[0] > kTail && s.lower[1] > kTail &&
-            (!fluct || weaker > std::min(fluct->lower[0], fluct->lower[1]))) {
-          fluct = s;
-        }
-        return false;
-      });
+      g.share.Spans(
+          [&](double busy, double idle) {  // lower <= share <= upper
+            return (!g.fired_low && busy < kTail) ||
+                   (!g.fired_fluct && busy > kTail && idle > kTail);
+          },
+          [&](const ShareSpan& s) {
+            if (!g.fired_low && s.upper[0] < kTail && (!low || s.upper[0] < low->upper[0])) low = s;
+            const double weaker = std::min(s.lower[0], s.lower[1]);
+            if (!g.fired_fluct && s.lower[0] > kTail && s.lower[1] > kTail &&
+                (!fluct || weaker > std::min(fluct->lower[0], fluct->lower[1]))) {
+              fluct = s;
+            }
+            return false;
+          });
       if (low || fluct) ++result().violations;
       if (low) {
         g.fired_low = true;
@@ -362,7 +369,7 @@ class BatchSizeRule : public Rule {
     int cores = 0;
     bool any_gpu = false;
     for (const SampleValue& v : snap.values) {
-      const MetricKind kind = ctx().Series(v.series).kind;
+      const MetricKind kind = v.kind;
       if (kind == MetricKind::kCpuCore) {
         core_sum += v.value;
         ++cores;
@@ -399,10 +406,11 @@ class BatchSizeRule : public Rule {
       const bool busy = cpu >= cpu_p95_ || *util >= gpu_p95_ || *mem >= mem_p95_;
       if (!g.share.Add(snap.ts_ns, busy) || g.fired) continue;
       std::optional<ShareSpan> low;
-      g.share.Spans([&](const ShareSpan& s) {
-        if (s.upper[0] < kTail && (!low || s.upper[0] < low->upper[0])) low = s;
-        return false;
-      });
+      g.share.Spans([](double share, double) { return share < kTail; },  // share <= upper
+                    [&](const ShareSpan& s) {
+                      if (s.upper[0] < kTail && (!low || s.upper[0] < low->upper[0])) low = s;
+                      return false;
+                    });
       if (!low) continue;
       ++result().violations;
       g.fired = true;
@@ -502,7 +510,7 @@ class GpuMemoryIncreaseRule : public Rule {
       return;
     }
     for (const SampleValue& v : snap.values) {
-      if (ctx().Series(v.series).kind != MetricKind::kGpuMemUtil) continue;
+      if (v.kind != MetricKind::kGpuMemUtil) continue;
       Gpu& g = gpus_[v.series];
       const double pct = v.value * 100;
       const size_t w = static_cast<size_t>(window_);
@@ -734,7 +742,7 @@ class OverallSystemUsageRule : public Rule {
   void OnSnapshot(const Snapshot& snap) override {
     Acc a;
     for (const SampleValue& v : snap.values) {
-      switch (ctx().Series(v.series).kind) {
+      switch (v.kind) {
         case MetricKind::kCpuCore:
           a.cpu += v.value;
           ++a.cores;
