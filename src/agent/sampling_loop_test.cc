@@ -163,5 +163,33 @@ TEST(SummaryStatsTest, QuantilesStayUniformPastTheCap) {
   EXPECT_DOUBLE_EQ(Quantile(v, 1.0), 4);
 }
 
+// A day at 100 ms on an 8-GPU node: the summary's memory is reserved at each series' first value
+// and does not grow after it (the soak's heap growth, issue 20).
+TEST(SummaryStatsTest, MemoryIsReservedOnceAndNeverGrows) {
+  SummaryStats stats;
+  auto tick = [&](int64_t i) {
+    for (int g = 0; g < 8; ++g) {
+      const std::string gpu = "gpu" + std::to_string(g);
+      stats.Observe("gpu_utilization_ratio", gpu, static_cast<double>(i % 999) / 999);
+      stats.Observe("gpu_memory_used_bytes", gpu, static_cast<double>(i));
+    }
+    stats.Observe("cpu_utilization_ratio", "total", 0.5);
+  };
+  tick(0);
+  const size_t held = stats.HeldBytes();
+  EXPECT_EQ(held, 17u * 16384 * sizeof(double));
+  for (int64_t i = 1; i < 864'000; ++i) tick(i);
+  EXPECT_EQ(stats.HeldBytes(), held);
+  auto s = stats.Summarize();
+  ASSERT_EQ(s.size(), 17u);
+  for (const auto& one : s) {
+    EXPECT_EQ(one.count, 864'000);
+    if (one.metric == "gpu_utilization_ratio") {
+      EXPECT_NEAR(one.p50, 0.5, 0.01);  // a uniform cycle (odd: no aliasing with the stride)
+      EXPECT_NEAR(one.p95, 0.95, 0.01);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trainprof::agent

@@ -17,7 +17,13 @@ void SummaryStats::Observe(std::string_view metric, std::string_view device, dou
   if (!IsHeadline(metric)) return;
   // Per-core CPU would make the summary long; the node total says enough.
   if (metric == "cpu_utilization_ratio" && device != "total") return;
-  Kept& kept = series_[{std::string(metric), std::string(device)}];
+  auto m = series_.find(metric);
+  if (m == series_.end())
+    m = series_.emplace(std::string(metric), std::map<std::string, Kept, std::less<>>()).first;
+  auto d = m->second.find(device);
+  if (d == m->second.end()) d = m->second.emplace(std::string(device), Kept()).first;
+  Kept& kept = d->second;
+  if (kept.seen == 0) kept.values.reserve(max_values_);
   kept.max = kept.seen == 0 ? value : std::max(kept.max, value);
   if (kept.seen % kept.stride == 0) kept.values.push_back(value);
   ++kept.seen;
@@ -29,19 +35,29 @@ void SummaryStats::Observe(std::string_view metric, std::string_view device, dou
   }
 }
 
+size_t SummaryStats::HeldBytes() const {
+  size_t bytes = 0;
+  for (const auto& [metric, devices] : series_) {
+    for (const auto& [device, kept] : devices) bytes += kept.values.capacity() * sizeof(double);
+  }
+  return bytes;
+}
+
 std::vector<SeriesSummary> SummaryStats::Summarize() const {
   std::vector<SeriesSummary> out;
-  for (const auto& [key, kept] : series_) {
-    if (kept.values.empty()) continue;
-    std::vector<double> values = kept.values;
-    SeriesSummary s;
-    s.metric = key.first;
-    s.device = key.second;
-    s.count = kept.seen;
-    s.p50 = Quantile(values, 0.5);
-    s.p95 = Quantile(values, 0.95);
-    s.max = kept.max;
-    out.push_back(std::move(s));
+  for (const auto& [metric, devices] : series_) {
+    for (const auto& [device, kept] : devices) {
+      if (kept.values.empty()) continue;
+      std::vector<double> values = kept.values;
+      SeriesSummary s;
+      s.metric = metric;
+      s.device = device;
+      s.count = kept.seen;
+      s.p50 = Quantile(values, 0.5);
+      s.p95 = Quantile(values, 0.95);
+      s.max = kept.max;
+      out.push_back(std::move(s));
+    }
   }
   return out;
 }
