@@ -42,9 +42,13 @@ if ! "$PY" -c "import boto3, smdebug.profiler" 2>/dev/null; then
 fi
 
 # 3. Build and install trainprof (C++ core, CLI, Python extension, C++ tests) in one build.
+# Through ccache when it is there (scripts/ccache-env.sh): a fresh clone on a machine that has
+# built trainprof before compiles only the files that changed; the build is otherwise the same.
+source scripts/ccache-env.sh
 log "building trainprof"
 "$PY" -m pip install -q --no-build-isolation --no-deps \
   -Cbuild-dir=build/py \
+  "${CCACHE_PIP_ARGS[@]}" \
   -Ccmake.define.TRAINPROF_BUILD_TESTS=ON \
   -Ccmake.define.TRAINPROF_WERROR=ON \
   -Ccmake.build-type=Release \

@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 bash scripts/setup.sh
 source .venv/bin/activate
+source scripts/ccache-env.sh  # the sanitizer and fuzz builds below through ccache too
 JOBS=$(nproc)
 # Each section's heading says how long the run has taken so far (the 30-minute budget).
 section() { echo; echo "== $* ($((SECONDS / 60)) min $((SECONDS % 60)) s in)"; }
@@ -46,7 +47,7 @@ if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
   # (codecs, writer, reader), the samplers (procfs parsing, NVML), the in-process recorder and
   # the importers' tokenizers. (The whole suite under ASan would double CI's build time.)
   SAN_TESTS=(base_test model_test store_test collect_test instrument_test importers_test)
-  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTRAINPROF_SANITIZE=ON \
+  cmake -S . -B build/asan -G Ninja "${CCACHE_CMAKE_ARGS[@]}" -DCMAKE_BUILD_TYPE=Debug -DTRAINPROF_SANITIZE=ON \
     -DTRAINPROF_WERROR=ON -DTRAINPROF_BUILD_TESTS=ON >/dev/null
   cmake --build build/asan -j"$JOBS" --target "${SAN_TESTS[@]}" store_crash_writer nvml_replay
   labels=$(IFS='|'; echo "${SAN_TESTS[*]%_test}")
@@ -59,7 +60,7 @@ section "the in-process recorder under ThreadSanitizer"
 # TSan checks that hand-over, with threads appending while the flusher drains every 1 ms.
 # TSan cannot follow a multi-threaded fork() (it refuses to start threads in the child), so the
 # fork test runs in the plain ctest pass above only.
-cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPROF_BUILD_TESTS=ON \
+cmake -S . -B build/tsan -G Ninja "${CCACHE_CMAKE_ARGS[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPROF_BUILD_TESTS=ON \
   -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
 cmake --build build/tsan -j"$JOBS" --target instrument_test >/dev/null
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/src/instrument/instrument_test \
@@ -68,7 +69,7 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/src/instrument
 section "fuzzing the importers (libFuzzer + ASan/UBSan, ${FUZZ_SECONDS:=6} s each)"
 # A clang build of the fuzz targets only (the importers, store and model libraries they link,
 # coverage-instrumented); the same targets' corpus replays ran in ctest above.
-cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+cmake -S . -B build/fuzz -G Ninja "${CCACHE_CMAKE_ARGS[@]}" -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPROF_BUILD_FUZZ=ON -DTRAINPROF_BUILD_TESTS=OFF \
   -DTRAINPROF_BUILD_PYTHON=OFF >/dev/null
 cmake --build build/fuzz -j"$JOBS" --target fuzz_kineto_import fuzz_smdebug_import fuzz_json_text \
