@@ -78,6 +78,7 @@ class Client(threading.Thread):
         self.latencies, self.errors = latencies, errors
         self.update = threading.Event()
         self.streaming = False
+        self.stream_conn = None
         cat = "cpu_utilization_ratio"
         self.paths = [f"/api/runs/{run_id}"] + [
             f"/api/runs/{run_id}/metric?metric={m}&points=900" + ("&device=total" if m == cat else "")
@@ -85,7 +86,7 @@ class Client(threading.Thread):
 
     def stream(self) -> None:
         try:
-            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
+            c = self.stream_conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
             c.request("GET", f"/api/runs/{self.run_id}/stream")
             r = c.getresponse()
             if r.status != 200:
@@ -106,7 +107,8 @@ class Client(threading.Thread):
             self.streaming = False
 
     def run(self) -> None:
-        threading.Thread(target=self.stream, daemon=True).start()
+        streamer = threading.Thread(target=self.stream, daemon=True)
+        streamer.start()
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
         while time.time() < self.until:
             started = time.time()
@@ -131,6 +133,14 @@ class Client(threading.Thread):
             self.update.wait(timeout=1.0)
             self.update.clear()
         conn.close()
+        # The page is closed: its stream too (else it would count against the server's bound on
+        # live streams until the server's next write finds it gone).
+        if self.stream_conn is not None and self.stream_conn.sock is not None:
+            try:
+                self.stream_conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        streamer.join(timeout=5)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -30,9 +30,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kIdPattern = "([0-9a-f]{16})";
-constexpr size_t kCacheEntries = 512;
-constexpr int64_t kCacheBytes = 64 << 20;  // the answers kept, all together (about)
-constexpr int64_t kCacheMaxAgeNs = 5'000'000'000;
 
 void Json(httplib::Response& res, const json& j, int status = 200) {
   res.status = status;
@@ -116,11 +113,14 @@ std::string NewToken() {
 }
 
 Server::Server(ServeOptions options)
-    : options_(std::move(options)), index_(options_.roots), http_(new httplib::Server()) {}
+    : answers_(AnswerCache::Policy{}, MonotonicNowNs),
+      options_(std::move(options)),
+      index_(options_.roots),
+      http_(new httplib::Server()) {}
 
 Server::~Server() { Stop(); }
 
-StatusOr<Server::RunVersion> Server::VersionOf(const std::string& dir) {
+StatusOr<RunVersion> Server::VersionOf(const std::string& dir) {
   std::shared_ptr<Watched> w;
   {
     std::lock_guard<std::mutex> lock(watched_mu_);
@@ -229,9 +229,8 @@ void Server::Routes() {
     Json(res, RunsJson(index_, WallNowNs()));
   });
 
-  // /api/runs/<id>[/<what>]: the run is looked up by id only. Answers are cached per run and
-  // request while the run's newest data is unchanged: 50 pages on a live run cost one
-  // computation of each answer per new sample, not fifty.
+  // /api/runs/<id>[/<what>]: the run is looked up by id only; the answers are shared by the
+  // clients (answer_cache.h).
   auto with_run = [this](const std::string& pattern, auto handler) {
     http_->Get(pattern, [this, handler](const httplib::Request& req, httplib::Response& res) {
       auto run = index_.Find(req.matches[1]);
@@ -246,40 +245,23 @@ void Server::Routes() {
       for (const auto& [k, v] : req.params) {
         if (k != "token") key += '\n' + k + '=' + v;
       }
-      std::shared_ptr<Cached> entry;
-      {
-        std::lock_guard<std::mutex> lock(cache_mu_);
-        if ((cache_.size() >= kCacheEntries && !cache_.count(key)) ||
-            cache_bytes_.load() > kCacheBytes) {
-          cache_.clear();
-          cache_bytes_ = 0;
-        }
-        auto& slot = cache_[key];
-        if (!slot) slot = std::make_shared<Cached>();
-        entry = slot;
-      }
-      std::lock_guard<std::mutex> lock(entry->mu);
-      const int64_t now = MonotonicNowNs();
-      if (entry->status == 0 || !(entry->version == *version) ||
-          now - entry->made_ns > kCacheMaxAgeNs) {
+      const AnswerCache::Answer answer = answers_.Get(key, *version, [&] {
+        AnswerCache::Answer made{200, nullptr};
         auto reader = store::RunReader::Open(run->dir);
-        if (!reader.ok()) return Error(res, 500, reader.status().message());
-        auto body = handler(*run, **reader, ParamsOf(req));
+        StatusOr<json> body =
+            reader.ok() ? handler(*run, **reader, ParamsOf(req)) : StatusOr<json>(reader.status());
         if (body.ok()) {
-          entry->status = 200;
-          entry->body = DumpJson(*body);
+          made.body = std::make_shared<const std::string>(DumpJson(*body));
         } else {
-          entry->status = body.status().code() == StatusCode::kInvalidArgument ? 400 : 500;
-          entry->body = DumpJson(json{{"error", body.status().message()}});
+          made.status = body.status().code() == StatusCode::kInvalidArgument ? 400 : 500;
+          made.body = std::make_shared<const std::string>(
+              DumpJson(json{{"error", body.status().message()}}));
         }
-        cache_bytes_ += static_cast<int64_t>(entry->body.size()) - entry->bytes;
-        entry->bytes = static_cast<int64_t>(entry->body.size());
-        entry->version = *version;
-        entry->made_ns = now;
-      }
-      res.status = entry->status;
+        return made;
+      });
+      res.status = answer.status;
       res.set_header("Cache-Control", "no-store");
-      res.set_content(entry->body, "application/json");
+      res.set_content(*answer.body, "application/json");
     });
   };
   with_run(std::string("/api/runs/") + kIdPattern,

@@ -20,6 +20,7 @@
 
 #include "base/status.h"
 #include "report/report_model.h"
+#include "serve/answer_cache.h"
 #include "serve/run_index.h"
 #include "store/run_reader.h"
 
@@ -70,13 +71,8 @@ class Server {
   explicit Server(ServeOptions options);
   void Routes();
 
-  // What a run's answers depend on: its newest timestamp and whether it ended. Read from one
-  // shared reader per run at most every stream_poll_ns, however many clients ask.
-  struct RunVersion {
-    std::optional<int64_t> latest;
-    bool finished = false;
-    bool operator==(const RunVersion&) const = default;
-  };
+  // A run's version, read from one shared reader per run at most every stream_poll_ns, however
+  // many clients ask.
   StatusOr<RunVersion> VersionOf(const std::string& dir);
   struct Watched {
     std::mutex mu;
@@ -86,20 +82,8 @@ class Server {
   };
   std::mutex watched_mu_;
   std::map<std::string, std::shared_ptr<Watched>> watched_;
-  // Answers already computed, by run and request (path and query), valid while the run's
-  // version is the same and for at most kCacheMaxAgeNs (a status depends on the clock). One
-  // client computes an answer; the others asking at the same time wait for it.
-  struct Cached {
-    std::mutex mu;
-    RunVersion version;
-    int64_t made_ns = 0;
-    int status = 0;
-    std::string body;
-    int64_t bytes = 0;  // body's size as counted in cache_bytes_
-  };
-  std::mutex cache_mu_;
-  std::map<std::string, std::shared_ptr<Cached>> cache_;
-  std::atomic<int64_t> cache_bytes_{0};
+  // The answers, by run and request (path and query): answer_cache.h.
+  AnswerCache answers_;
 
   ServeOptions options_;
   RunIndex index_;
