@@ -225,7 +225,8 @@ def main() -> None:
             poll_share = statistics.median(polls)
             target = target_of(f"rules.live_{job_name}_pct")
             print(f"{job_name:8s} job, the recorder's own count of its polls' thread CPU: "
-                  f"{poll_share:.3f} % of one core (median of {len(polls)}; target <= "
+                  f"{poll_share:.3f} % of one core (median of {len(polls)}: "
+                  f"{', '.join(f'{x:.3f}' for x in polls)}; target <= "
                   f"{target:g} %: {'met' if poll_share <= target else 'NOT met'})")
             results.add(f"rules.live_{job_name}_pct", polls)
         else:

@@ -13,6 +13,9 @@
 namespace trainprof::store {
 namespace {
 
+// Event chunks at least this large are decoded on a second thread while the previous one is kept.
+constexpr size_t kThreadedDecodeEvents = 4096;
+
 template <typename T>
 bool Selected(const std::vector<T>& filter, const T& value) {
   return filter.empty() || std::find(filter.begin(), filter.end(), value) != filter.end();
@@ -350,11 +353,22 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
     if (c < 0) c = dict.Code(value);
     return c;
   };
-  // Resolve filters to string ids once per chunk batch; -1 marks "any".
+  // Whether a name or category is selected, decided once per string id (not compared per event).
+  std::vector<int8_t> name_ok, category_ok;
+  auto chosen = [](std::vector<int8_t>& memo, const std::vector<std::string>& filter, uint32_t id,
+                   const std::string& value) {
+    if (filter.empty()) return true;
+    if (id >= memo.size()) memo.resize(static_cast<size_t>(id) + 1, -1);
+    int8_t& ok = memo[id];
+    if (ok < 0) ok = Selected(filter, value) ? 1 : 0;
+    return ok == 1;
+  };
   Status status;
   // Chunk k+1 is decompressed and decoded on a second thread while chunk k's events are kept
   // here (two cores read a store of several chunks in about the time of the keeping); the first
-  // chunk is decoded on this thread, so a one-chunk store starts no thread. Two chunks in memory.
+  // chunk is decoded on this thread, so a one-chunk store starts no thread, and so is a small
+  // chunk (a live poll's few hundred events: a thread costs more than decoding them). Two chunks
+  // in memory.
   struct Chunk {
     int64_t id = 0;
     size_t count = 0;
@@ -393,7 +407,8 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
                       ": refers to an unknown string id");
         continue;
       }
-      if (!Selected(query.names, *name) || !Selected(query.categories, *category) ||
+      if (!chosen(name_ok, query.names, e.name_id, *name) ||
+          !chosen(category_ok, query.categories, e.category_id, *category) ||
           !Selected(query.ranks, e.rank)) {
         continue;
       }
@@ -420,8 +435,11 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
   while (more) {
     const bool more_next = fetch(next);
     std::future<void> decoding;
-    if (more_next) decoding = std::async(std::launch::async, [next] { next->Decode(); });
+    if (more_next && next->count >= kThreadedDecodeEvents) {
+      decoding = std::async(std::launch::async, [next] { next->Decode(); });
+    }
     keep(*cur);
+    if (more_next && !decoding.valid()) next->Decode();
     if (decoding.valid()) decoding.get();
     std::swap(cur, next);
     more = more_next;

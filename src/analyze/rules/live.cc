@@ -28,6 +28,32 @@ void AppendEventRow(const store::EventTable& from, size_t i, store::EventTable* 
   to->args.push_back(from.args[i]);
 }
 
+// The rows of `from` whose `which` is `want`, with `from`'s dictionaries.
+store::EventTable RowsWhere(const store::EventTable& from, const std::vector<uint8_t>& which,
+                            uint8_t want) {
+  store::EventTable to;
+  to.nodes = from.nodes;
+  to.names = from.names;
+  to.categories = from.categories;
+  to.modes = from.modes;
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (which[i] != want) continue;
+    to.node.push_back(from.node[i]);
+    to.name.push_back(from.name[i]);
+    to.category.push_back(from.category[i]);
+    to.mode.push_back(from.mode[i]);
+    to.kind.push_back(from.kind[i]);
+    to.rank.push_back(from.rank[i]);
+    to.pid.push_back(from.pid[i]);
+    to.tid.push_back(from.tid[i]);
+    to.step.push_back(from.step[i]);
+    to.start_ns.push_back(from.start_ns[i]);
+    to.duration_ns.push_back(from.duration_ns[i]);
+    to.args.push_back(from.args[i]);
+  }
+  return to;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<LiveEvaluator>> LiveEvaluator::Open(const std::string& run_dir,
@@ -54,12 +80,30 @@ Status LiveEvaluator::ReadNew() {
     engine_->Feed(metrics);
   }
   // Steps: each process writes its steps in order, so per (node, pid, mode) only those that
-  // start after the last one fed are new.
-  store::EventQuery sq;
-  sq.categories = {model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
+  // start after the last one fed are new. One read of the new chunks gives the step events and
+  // the events rules read.
+  store::EventQuery eq;
+  eq.categories = {model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
                    model::kCategoryBackward, model::kCategoryOptimizer};
-  TP_ASSIGN_OR_RETURN(store::EventTable step_events,
-                      reader_->EventsSince(&step_events_, sq, /*refresh=*/false));
+  const size_t step_categories = eq.categories.size();
+  for (const char* c : {"phase", "collective", "dataloader", "metric", "compile"}) {
+    eq.categories.push_back(c);
+  }
+  TP_ASSIGN_OR_RETURN(store::EventTable read,
+                      reader_->EventsSince(&events_, eq, /*refresh=*/false));
+  std::vector<uint8_t> is_step_category(read.categories.values().size(), 0);
+  for (size_t c = 0; c < is_step_category.size(); ++c) {
+    const auto first = eq.categories.begin();
+    is_step_category[c] = std::find(first, first + static_cast<ptrdiff_t>(step_categories),
+                                    read.categories.at(static_cast<int32_t>(c))) !=
+                          first + static_cast<ptrdiff_t>(step_categories);
+  }
+  std::vector<uint8_t> is_step(read.size());
+  for (size_t i = 0; i < read.size(); ++i) {
+    is_step[i] = is_step_category[static_cast<size_t>(read.category[i])];
+  }
+  store::EventTable step_events = RowsWhere(read, is_step, 1);
+  store::EventTable events = RowsWhere(read, is_step, 0);
   if (step_events.size() > 0 || unmatched_parts_.size() > 0) {
     for (size_t i = 0; i < unmatched_parts_.size(); ++i) {
       AppendEventRow(unmatched_parts_, i, &step_events);
@@ -114,11 +158,6 @@ Status LiveEvaluator::ReadNew() {
       engine_->Feed(fresh);
     }
   }
-  // The events rules read, from the chunks written since the last poll.
-  store::EventQuery eq;
-  eq.categories = {"phase", "collective", "dataloader", "metric", "compile"};
-  TP_ASSIGN_OR_RETURN(store::EventTable events,
-                      reader_->EventsSince(&events_, eq, /*refresh=*/false));
   if (events.size() > 0) {
     stats_.events_read += static_cast<int64_t>(events.size());
     engine_->Feed(events);

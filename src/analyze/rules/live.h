@@ -60,11 +60,11 @@ class LiveEvaluator {
   std::unique_ptr<RuleEngine> engine_;
   store::ChunkCursor metric_chunks_;
   std::map<std::tuple<std::string, int64_t, std::string>, int64_t> last_step_;  // node,pid,mode
+  // The events rules read and the step and step-part events come from the chunks written since
+  // the last poll, read once. A step's parts end before it and can sit in the chunk before the
+  // step's own span: parts that found no step yet are carried to the next poll (for a bounded
+  // time).
   store::EventCursor events_;
-  // Step and step-part events come from the chunks written since the last poll. A step's parts
-  // end before it and can sit in the chunk before the step's own span: parts that found no
-  // step yet are carried to the next poll (for a bounded time).
-  store::EventCursor step_events_;
   store::EventTable unmatched_parts_;
   std::map<std::string, bool> node_info_set_;
   LiveStats stats_;
