@@ -8,6 +8,11 @@ namespace trainprof::serve {
 AnswerCache::AnswerCache(Policy policy, std::function<int64_t()> clock)
     : policy_(policy), clock_(std::move(clock)) {}
 
+int64_t AnswerCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
 size_t AnswerCache::entries() const {
   std::lock_guard<std::mutex> lock(mu_);
   return entries_.size();

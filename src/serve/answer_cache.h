@@ -61,7 +61,7 @@ class AnswerCache {
   Answer Get(const std::string& key, const RunVersion& version,
              const std::function<Answer()>& compute);
 
-  int64_t bytes() const { return bytes_; }
+  int64_t bytes() const;
   size_t entries() const;
 
  private:

@@ -82,21 +82,20 @@ Status LiveEvaluator::ReadNew() {
   // Steps: each process writes its steps in order, so per (node, pid, mode) only those that
   // start after the last one fed are new. One read of the new chunks gives the step events and
   // the events rules read.
+  const std::vector<std::string> step_categories = {
+      model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
+      model::kCategoryBackward, model::kCategoryOptimizer};
   store::EventQuery eq;
-  eq.categories = {model::kCategoryStep, model::kCategoryDataWait, model::kCategoryForward,
-                   model::kCategoryBackward, model::kCategoryOptimizer};
-  const size_t step_categories = eq.categories.size();
+  eq.categories = step_categories;
   for (const char* c : {"phase", "collective", "dataloader", "metric", "compile"}) {
     eq.categories.push_back(c);
   }
   TP_ASSIGN_OR_RETURN(store::EventTable read,
                       reader_->EventsSince(&events_, eq, /*refresh=*/false));
-  std::vector<uint8_t> is_step_category(read.categories.values().size(), 0);
-  for (size_t c = 0; c < is_step_category.size(); ++c) {
-    const auto first = eq.categories.begin();
-    is_step_category[c] = std::find(first, first + static_cast<ptrdiff_t>(step_categories),
-                                    read.categories.at(static_cast<int32_t>(c))) !=
-                          first + static_cast<ptrdiff_t>(step_categories);
+  std::vector<uint8_t> is_step_category;
+  for (const std::string& c : read.categories.values()) {
+    is_step_category.push_back(std::find(step_categories.begin(), step_categories.end(), c) !=
+                               step_categories.end());
   }
   std::vector<uint8_t> is_step(read.size());
   for (size_t i = 0; i < read.size(); ++i) {
