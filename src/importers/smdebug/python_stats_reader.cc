@@ -221,16 +221,22 @@ bool AsInt(const Obj& o, int64_t* out) {
   return true;
 }
 
+// Seconds that become int64 nanoseconds downstream: a value whose nanoseconds would not fit
+// (about 292 years) is not a time a profiler measured, and is refused rather than cast.
+constexpr double kMaxSeconds = 9.0e9;
+
 bool AsSeconds(const Obj& o, double* out) {
-  if (o.kind == Kind::kFloat && std::isfinite(o.f)) {
-    *out = o.f;
-    return true;
+  double v;
+  if (o.kind == Kind::kFloat) {
+    v = o.f;
+  } else if (o.kind == Kind::kInt) {
+    v = static_cast<double>(o.i);
+  } else {
+    return false;
   }
-  if (o.kind == Kind::kInt) {
-    *out = static_cast<double>(o.i);
-    return true;
-  }
-  return false;
+  if (!std::isfinite(v) || std::fabs(v) > kMaxSeconds) return false;
+  *out = v;
+  return true;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "base/files.h"
 #include "importers/common/test_util.h"
 
@@ -105,6 +107,32 @@ TEST(PythonStatsReaderTest, BadInputGetsAClearError) {
   EXPECT_NE(Error(bad_caller).find("entry 0: caller 0: key is not (file, line, function)"),
             std::string::npos)
       << Error(bad_caller);
+}
+
+TEST(PythonStatsReaderTest, SecondsBeyondInt64NanosecondsAreRefused) {
+  // Found by fuzzing: a caller's cumulative time of 5.8e82 s was cast to int64 nanoseconds.
+  // {("f", 1, "g"): (1, 1, 0.0, 0.0, {("f", 1, "g"): (1, 1, 0.0, SECONDS)})}
+  auto binary_float = [](double v) {
+    std::string out = "g";
+    char raw[8];
+    std::memcpy(raw, &v, 8);  // marshal's binary float: IEEE 754, little-endian (this host)
+    return out + std::string(raw, 8);
+  };
+  const std::string key = ")\x03" + std::string("u\x01\0\0\0f", 6) + std::string("i\x01\0\0\0", 5) +
+                          std::string("u\x01\0\0\0g", 6);
+  const std::string one = std::string("i\x01\0\0\0", 5);
+  auto dump = [&](double function_s, double caller_s) {
+    return "{" + key + ")\x05" + one + one + binary_float(0) + binary_float(function_s) + "{" +
+           key + ")\x04" + one + one + binary_float(0) + binary_float(caller_s) + "00";
+  };
+  auto ok = DecodePythonStats(dump(1.5, 1.25));
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_EQ(ok->size(), 1u);
+  ASSERT_EQ((*ok)[0].called_by.size(), 1u);
+  EXPECT_EQ((*ok)[0].called_by[0].cumulative_s, 1.25);
+  EXPECT_NE(Error(dump(1.5, 5.82434e82)).find("caller 0: value is not"), std::string::npos);
+  EXPECT_NE(Error(dump(1e300, 1.25)).find("entry 0: value is not"), std::string::npos);
+  EXPECT_NE(Error(dump(-1e19, 1.25)).find("entry 0: value is not"), std::string::npos);
 }
 
 TEST(PythonStatsReaderTest, MarshalVariantsOfOneEntry) {

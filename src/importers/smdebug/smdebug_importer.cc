@@ -257,7 +257,8 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
         std::string t = *text;
         while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
         double secs;
-        if (json::ParseDouble(t, &secs)) {
+        // Seconds since the epoch; a value whose nanoseconds would not fit int64 is no time.
+        if (json::ParseDouble(t, &secs) && secs >= 0 && secs < 9.0e9) {
           ns = static_cast<int64_t>(secs * 1e9);
           builder->metadata().end_ns = ns;
           builder->metadata().tags["training_job_end"] = t;
