@@ -33,8 +33,8 @@ StatusOr<ActionConfig> ParseAction(const nlohmann::json& j, const std::string& w
   const std::string type = j["type"].get<std::string>();
   auto seconds = [&](const char* key, int64_t* out) -> Status {
     if (!j.contains(key)) return OkStatus();
-    if (!j[key].is_number() || j[key].get<double>() < 0) {
-      return InvalidArgument(where + ": \"" + key + "\" must be a number of seconds >= 0");
+    if (!j[key].is_number() || !(j[key].get<double>() >= 0 && j[key].get<double>() <= 1e9)) {
+      return InvalidArgument(where + ": \"" + key + "\" must be a number of seconds, 0 to 1e9");
     }
     *out = static_cast<int64_t>(std::llround(j[key].get<double>() * 1e9));
     return OkStatus();

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "analyze/rules/live.h"
+#include "analyze/rules/registry.h"
 #include "analyze/rules/rules_test_util.h"
 
 namespace trainprof::analyze::rules {
@@ -313,6 +314,31 @@ TEST(EngineTest, UnknownRulesParametersAndActionsAreUsageErrors) {
   ASSERT_TRUE(cfg.ok());
   cfg->rules = {"CPUBottleneck"};
   EXPECT_FALSE(RuleEngine::Create(*cfg, meta).ok());  // actions for a rule not evaluated
+}
+
+TEST(EngineTest, HugeParametersSaturateInsteadOfOverflowing) {
+  // Every numeric parameter of every built-in rule at 1e300: the rules are built and run, and a
+  // time in seconds is held below the int64 limit when turned into nanoseconds (no overflow).
+  RuleConfig config;
+  for (const RuleSpec& spec : RuleRegistry::Global().Specs()) {
+    config.rules.push_back(spec.name);
+    for (const ParamSpec& p : spec.params) {
+      if (p.default_value.is_number()) config.parameters[spec.name][p.name] = 1e300;
+    }
+  }
+  auto engine = RuleEngine::Create(config, model::RunMetadata{});
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  EXPECT_EQ((*engine)->Results().size(), config.rules.size());
+
+  Params p(nlohmann::json{{"a_s", 1e300}, {"b_s", 2.5}, {"n", 1e30}});
+  EXPECT_EQ(p.Nanoseconds("a_s"), 9'000'000'000'000'000'000);
+  EXPECT_EQ(p.Nanoseconds("b_s"), 2'500'000'000);
+  EXPECT_EQ(p.Integer("n"), 9'000'000'000'000'000'000);
+
+  auto too_long = ParseRuleConfig(
+      R"({"rules": {"StepOutlier": {"actions": [{"type": "stop", "grace_s": 1e300}]}}})", "c.json");
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("grace_s"), std::string::npos);
 }
 
 TEST(EngineTest, ConfigFileSelectsRulesParametersAndActions) {

@@ -300,18 +300,15 @@ class HostMemoryGrowthRule : public Rule {
       : Rule(spec, std::move(params)),
         min_rate_(this->params().Number("min_growth_bytes_per_hour")),
         min_r2_(this->params().Number("min_r_squared")),
-        min_duration_ns_(
-            static_cast<int64_t>(this->params().Number("min_duration_s") * kNsPerSecond)),
-        warmup_ns_(static_cast<int64_t>(this->params().Number("warmup_s") * kNsPerSecond)),
-        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * kNsPerSecond)),
-        unstepped_ns_(
-            static_cast<int64_t>(this->params().Number("unstepped_warmup_s") * kNsPerSecond)),
+        min_duration_ns_(this->params().Nanoseconds("min_duration_s")),
+        warmup_ns_(this->params().Nanoseconds("warmup_s")),
+        settle_ns_(this->params().Nanoseconds("settle_s")),
+        unstepped_ns_(this->params().Nanoseconds("unstepped_warmup_s")),
         horizon_s_(this->params().Number("oom_horizon_s")),
         fast_rate_(this->params().Number("fast_growth_bytes_per_second")),
         min_growth_bytes_(this->params().Number("min_window_growth_bytes")) {
-    window_.window_ns = static_cast<int64_t>(this->params().Number("window_s") * kNsPerSecond);
-    window_.min_span_ns =
-        static_cast<int64_t>(this->params().Number("min_window_s") * kNsPerSecond);
+    window_.window_ns = this->params().Nanoseconds("window_s");
+    window_.min_span_ns = this->params().Nanoseconds("min_window_s");
     window_.min_points = std::max<int64_t>(3, this->params().Integer("min_points"));
     window_.min_r_squared = this->params().Number("window_min_r_squared");
     window_.min_rate_per_s = min_rate_ / 3600;
@@ -573,13 +570,12 @@ class GpuMemoryGrowthRule : public Rule {
  public:
   GpuMemoryGrowthRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
-        warmup_ns_(static_cast<int64_t>(this->params().Number("warmup_s") * kNsPerSecond)),
-        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * kNsPerSecond)),
+        warmup_ns_(this->params().Nanoseconds("warmup_s")),
+        settle_ns_(this->params().Nanoseconds("settle_s")),
         horizon_s_(this->params().Number("oom_horizon_s")),
         min_growth_(this->params().Number("min_window_growth_ratio")) {
-    window_.window_ns = static_cast<int64_t>(this->params().Number("window_s") * kNsPerSecond);
-    window_.min_span_ns =
-        static_cast<int64_t>(this->params().Number("min_window_s") * kNsPerSecond);
+    window_.window_ns = this->params().Nanoseconds("window_s");
+    window_.min_span_ns = this->params().Nanoseconds("min_window_s");
     window_.min_points = std::max<int64_t>(3, this->params().Integer("min_points"));
     window_.min_r_squared = this->params().Number("min_r_squared");
     window_.min_rate_per_s = this->params().Number("min_growth_ratio_per_hour") / 3600;
@@ -694,7 +690,7 @@ class CpuThrottlingRule : public Rule {
   CpuThrottlingRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
         threshold_(this->params().Number("threshold_ratio")),
-        window_ns_(static_cast<int64_t>(this->params().Number("window_s") * kNsPerSecond)) {}
+        window_ns_(this->params().Nanoseconds("window_s")) {}
 
   void OnSnapshot(const Snapshot& snap) override {
     for (const SampleValue& v : snap.values) {
@@ -755,7 +751,7 @@ class RankWindowRule : public Rule {
   RankWindowRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
         threshold_(this->params().Number("threshold_ratio")),
-        window_ns_(static_cast<int64_t>(this->params().Number("window_s") * kNsPerSecond)) {}
+        window_ns_(this->params().Nanoseconds("window_s")) {}
 
   void OnStep(const StepRow& s) override {
     Tick(s.end_ns());
@@ -869,8 +865,8 @@ class StragglerRankRule : public RankWindowRule {
         min_steps_(this->params().Integer("min_steps")),
         early_min_steps_(std::max<int64_t>(3, this->params().Integer("early_min_steps"))),
         z_(NormalQuantile(std::clamp(this->params().Number("confidence"), 0.5, 0.999999))) {
-    max_gap_ns_ = static_cast<int64_t>(this->params().Number("max_gap_s") * kNsPerSecond);
-    early_check_ns_ = static_cast<int64_t>(this->params().Number("check_s") * kNsPerSecond);
+    max_gap_ns_ = this->params().Nanoseconds("max_gap_s");
+    early_check_ns_ = this->params().Nanoseconds("check_s");
     recent_cap_ = static_cast<size_t>(std::min<int64_t>(early_min_steps_, 10000));
   }
 
@@ -1122,8 +1118,7 @@ class UnderusedInstanceRule : public Rule {
         gpu_(this->params().Number("gpu_threshold_ratio")),
         mem_(this->params().Number("gpu_memory_threshold_ratio")),
         cpu_(this->params().Number("cpu_threshold_ratio")),
-        min_duration_ns_(
-            static_cast<int64_t>(this->params().Number("min_duration_s") * kNsPerSecond)) {}
+        min_duration_ns_(this->params().Nanoseconds("min_duration_s")) {}
 
   void OnStep(const StepRow& s) override {
     NodeState& n = Grow(nodes_, static_cast<size_t>(s.node));

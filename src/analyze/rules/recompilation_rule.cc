@@ -30,7 +30,7 @@ class RecompilationRule : public Rule {
   RecompilationRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
         min_recompiles_(std::max<int64_t>(1, this->params().Integer("min_recompiles"))),
-        window_ns_(static_cast<int64_t>(this->params().Number("window_s") * 1e9)),
+        window_ns_(this->params().Nanoseconds("window_s")),
         min_share_(this->params().Number("min_time_share")) {}
 
   void OnStep(const StepRow& s) override {

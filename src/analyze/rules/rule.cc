@@ -13,8 +13,21 @@ double Params::Number(const std::string& name) const {
   return it->get<double>();
 }
 
-int64_t Params::Integer(const std::string& name) const {
-  return static_cast<int64_t>(std::llround(Number(name)));
+namespace {
+
+// Parameters are finite and >= 0 (ResolveParams); a huge one means "never", and is held below
+// the int64 limit rather than cast past it.
+int64_t SaturatingRound(double v) {
+  constexpr double kMax = 9.0e18;
+  return v >= kMax ? static_cast<int64_t>(kMax) : static_cast<int64_t>(std::llround(v));
+}
+
+}  // namespace
+
+int64_t Params::Integer(const std::string& name) const { return SaturatingRound(Number(name)); }
+
+int64_t Params::Nanoseconds(const std::string& name) const {
+  return SaturatingRound(Number(name) * 1e9);
 }
 
 std::string Params::Text(const std::string& name) const {

@@ -41,8 +41,9 @@ class Params {
   Params() = default;
   explicit Params(nlohmann::json values) : values_(std::move(values)) {}
   double Number(const std::string& name) const;
-  int64_t Integer(const std::string& name) const;
-  std::string Text(const std::string& name) const;  // "" for null
+  int64_t Integer(const std::string& name) const;      // rounded, held within int64
+  int64_t Nanoseconds(const std::string& name) const;  // a parameter in seconds, held within int64
+  std::string Text(const std::string& name) const;     // "" for null
   const nlohmann::json& json() const { return values_; }
 
  private:

@@ -27,10 +27,10 @@ constexpr int64_t kMinuteNs = 60'000'000'000;
 // Options of the share tests (share_bound.h) from a rule's parameters.
 ShareOptions ShareOptionsOf(const Params& p) {
   ShareOptions o;
-  o.block_ns = std::max<int64_t>(1, static_cast<int64_t>(p.Number("block_s") * 1e9));
-  o.min_span_ns = static_cast<int64_t>(p.Number("min_window_s") * 1e9);
+  o.block_ns = std::max<int64_t>(1, p.Nanoseconds("block_s"));
+  o.min_span_ns = p.Nanoseconds("min_window_s");
   if (p.json().contains("window_s")) {
-    o.max_span_ns = std::max(o.min_span_ns, static_cast<int64_t>(p.Number("window_s") * 1e9));
+    o.max_span_ns = std::max(o.min_span_ns, p.Nanoseconds("window_s"));
   } else {
     o.max_span_ns = INT64_MAX / 4;  // bounded by a count of values instead
   }
@@ -76,7 +76,7 @@ class CoincidenceRule : public Rule {
         gpu_threshold_(this->params().Number("gpu_threshold")),
         busy_threshold_(this->params().Number(io ? "io_threshold" : "cpu_threshold")),
         patience_(this->params().Integer("patience")),
-        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
+        settle_ns_(this->params().Nanoseconds("settle_s")),
         options_(ShareOptionsOf(this->params())) {}
 
   void OnStep(const StepRow& s) override {
@@ -211,7 +211,7 @@ class LowGpuUtilizationRule : public Rule {
         p5_threshold_(this->params().Number("threshold_p5")),
         window_(std::max<int64_t>(1, this->params().Integer("window"))),
         patience_(this->params().Integer("patience")),
-        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
+        settle_ns_(this->params().Nanoseconds("settle_s")),
         options_(ShareOptionsOf(this->params())) {
     options_.max_samples = window_;
   }
@@ -354,7 +354,7 @@ class BatchSizeRule : public Rule {
         mem_p95_(this->params().Number("gpu_memory_threshold_p95")),
         window_(std::max<int64_t>(1, this->params().Integer("window"))),
         patience_(this->params().Integer("patience")),
-        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
+        settle_ns_(this->params().Nanoseconds("settle_s")),
         options_(ShareOptionsOf(this->params())) {
     options_.max_samples = window_;
   }
@@ -497,7 +497,7 @@ class GpuMemoryIncreaseRule : public Rule {
         increase_(this->params().Number("increase")),
         patience_(this->params().Integer("patience")),
         window_(std::max<int64_t>(1, this->params().Integer("window"))),
-        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)) {}
+        settle_ns_(this->params().Nanoseconds("settle_s")) {}
 
   void OnStep(const StepRow& s) override {
     JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
@@ -588,10 +588,9 @@ class LoadBalancingRule : public Rule {
       : Rule(spec, std::move(params)),
         threshold_(this->params().Number("threshold")),
         patience_(this->params().Integer("patience")),
-        settle_ns_(static_cast<int64_t>(this->params().Number("settle_s") * 1e9)),
-        block_ns_(
-            std::max<int64_t>(1, static_cast<int64_t>(this->params().Number("block_s") * 1e9))),
-        min_span_ns_(static_cast<int64_t>(this->params().Number("min_window_s") * 1e9)),
+        settle_ns_(this->params().Nanoseconds("settle_s")),
+        block_ns_(std::max<int64_t>(1, this->params().Nanoseconds("block_s"))),
+        min_span_ns_(this->params().Nanoseconds("min_window_s")),
         confidence_(std::clamp(this->params().Number("confidence"), 0.5, 0.999999)) {}
 
   void OnStep(const StepRow& s) override {
