@@ -181,14 +181,32 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
                                          std::unordered_map<int64_t, int64_t>* newest_ns) {
   if (!Selected(query.nodes, info_.node)) return OkStatus();
   TP_RETURN_IF_ERROR(RefreshSeries());
-  // Series id -> (metric, device) codes in `out`; metric -1: not selected.
-  std::unordered_map<int64_t, std::pair<int32_t, int32_t>> codes;
-  for (const SeriesRow& row : series_) {
-    const bool wanted = Selected(query.metrics, row.metric) && Selected(query.devices, row.device);
-    codes[row.id] =
-        wanted ? std::make_pair(out->metrics.Code(row.metric), out->devices.Code(row.device))
-               : std::make_pair(-1, -1);
-  }
+  // A store without series (a process's, holding events) has no chunks to read: a live poll
+  // reads every store of the run each time, and this spares a query per such store.
+  if (series_.empty()) return OkStatus();
+  // (metric, device) codes in `out` of series_[k], decided when a chunk of it is met (a poll
+  // meets a few of many series): metric -1 not selected, -2 not decided yet.
+  std::vector<std::pair<int32_t, int32_t>> codes(series_.size(), {-2, -2});
+  auto code_of = [&](int64_t series_id) -> const std::pair<int32_t, int32_t>* {
+    // Ids are numbered 1, 2, ... as series are added: at series_[id - first id], else found.
+    auto row = series_.begin();
+    const int64_t k = series_.empty() ? -1 : series_id - series_.front().id;
+    if (k >= 0 && k < static_cast<int64_t>(series_.size()) && series_[k].id == series_id) {
+      row += k;
+    } else {
+      row = std::lower_bound(series_.begin(), series_.end(), series_id,
+                             [](const SeriesRow& r, int64_t v) { return r.id < v; });
+    }
+    if (row == series_.end() || row->id != series_id) return nullptr;
+    auto& code = codes[static_cast<size_t>(row - series_.begin())];
+    if (code.first == -2) {
+      const bool wanted =
+          Selected(query.metrics, row->metric) && Selected(query.devices, row->device);
+      code = wanted ? std::make_pair(out->metrics.Code(row->metric), out->devices.Code(row->device))
+                    : std::make_pair(-1, -1);
+    }
+    return &code;
+  };
   const int32_t node_code = out->nodes.Code(info_.node);
   TP_ASSIGN_OR_RETURN(auto chunks, db_->Cached("SELECT series_id, id, count, data FROM "
                                                "metric_chunks WHERE id > ? ORDER BY id"));
@@ -198,12 +216,12 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
   while (chunks->Step(&status)) {
     const int64_t id = chunks->Int(1);
     *max_chunk_id = std::max(*max_chunk_id, id);
-    auto code = codes.find(chunks->Int(0));
-    if (code == codes.end()) {
+    const std::pair<int32_t, int32_t>* code = code_of(chunks->Int(0));
+    if (code == nullptr) {
       problems->Add(path_ + ": metric chunk " + std::to_string(id) + " of an unknown series");
       continue;
     }
-    if (code->second.first < 0) continue;
+    if (code->first < 0) continue;
     auto [newest, first_seen] = newest_ns->try_emplace(chunks->Int(0), kMinTime);
     const size_t before = out->value.size();
     Status s = DecodeMetricChunk(chunks->Blob(3), static_cast<size_t>(chunks->Int(2)),
@@ -226,8 +244,8 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
     out->timestamp_ns.resize(keep);
     out->value.resize(keep);
     out->node.insert(out->node.end(), keep - before, node_code);
-    out->metric.insert(out->metric.end(), keep - before, code->second.first);
-    out->device.insert(out->device.end(), keep - before, code->second.second);
+    out->metric.insert(out->metric.end(), keep - before, code->first);
+    out->device.insert(out->device.end(), keep - before, code->second);
   }
   return status;
 }

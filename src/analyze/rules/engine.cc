@@ -55,6 +55,24 @@ void SortRuns(std::vector<T>& v, Less less) {
   if (from != &v) v.swap(*from);
 }
 
+// The metrics Classify gives a kind; every other series is kOther, which no built-in rule
+// reads (EngineTest.MetricsReadAreExactlyTheClassifiedOnes holds the two together).
+const std::vector<std::string>& ClassifiedMetrics() {
+  static const std::vector<std::string> names = {"cpu_utilization_ratio",
+                                                 "cpu_iowait_ratio",
+                                                 "gpu_utilization_ratio",
+                                                 "gpu_memory_used_ratio",
+                                                 "memory_used_bytes",
+                                                 "memory_total_bytes",
+                                                 "process_resident_memory_bytes",
+                                                 "cgroup_cpu_throttled_periods_ratio",
+                                                 "cgroup_memory_limit_bytes",
+                                                 "gpu_memory_total_bytes",
+                                                 "network_receive_bytes_per_second",
+                                                 "network_transmit_bytes_per_second"};
+  return names;
+}
+
 void Classify(SeriesKey* key) {
   const std::string& m = key->metric;
   const std::string& d = key->device;
@@ -136,8 +154,13 @@ StatusOr<std::unique_ptr<RuleEngine>> RuleEngine::Create(const RuleConfig& confi
     }
   }
   std::set<std::string> seen;
+  const std::vector<std::string> builtins = registry->BuiltinNames();
+  engine->only_builtin_ = true;
   for (const std::string& name : names) {
     if (!seen.insert(name).second) continue;
+    if (std::find(builtins.begin(), builtins.end(), name) == builtins.end()) {
+      engine->only_builtin_ = false;
+    }
     auto it = config.parameters.find(name);
     TP_ASSIGN_OR_RETURN(
         auto rule,
@@ -152,6 +175,11 @@ StatusOr<std::unique_ptr<RuleEngine>> RuleEngine::Create(const RuleConfig& confi
     }
   }
   return engine;
+}
+
+std::vector<std::string> RuleEngine::MetricsRead() const {
+  if (!only_builtin_) return {};
+  return ClassifiedMetrics();
 }
 
 void RuleEngine::SetNodeInfo(const model::NodeInfo& info) { node_infos_[info.node] = info; }
@@ -230,11 +258,19 @@ void RuleEngine::Feed(const store::MetricTable& metrics) {
       if (inserted) {
         int32_t& node = node_of_code[static_cast<size_t>(metrics.node[i])];
         if (node < 0) node = NodeId(metrics.nodes.at(metrics.node[i]));
-        it->second = SeriesId(node, metrics.metrics.at(metrics.metric[i]),
-                              metrics.devices.at(metrics.device[i]));
+        SeriesKey probe;
+        probe.metric = metrics.metrics.at(metrics.metric[i]);
+        probe.device = metrics.devices.at(metrics.device[i]);
+        Classify(&probe);
+        // A series no rule reads is not kept when only built-in rules run: their results are
+        // then the same whether a reader selected MetricsRead() or not.
+        it->second = only_builtin_ && probe.kind == MetricKind::kOther
+                         ? -1
+                         : SeriesId(node, probe.metric, probe.device);
       }
       last_series = it->second;
     }
+    if (last_series < 0) continue;
     const int64_t ts = metrics.timestamp_ns[i];
     NoteTime(ts);
     pending_values_[static_cast<size_t>(series_[last_series].node)].push_back(

@@ -53,6 +53,11 @@ class RuleEngine final : public RunContext {
                                                       const EngineOptions& options = {},
                                                       const RuleRegistry* registry = nullptr);
 
+  // The system metrics the selected rules read, as a MetricQuery's `metrics` (empty: all, when
+  // a rule that is not built in may read any). Feeding only these changes no result; reading
+  // only these spares decoding the rest (live polls, `rules`).
+  std::vector<std::string> MetricsRead() const;
+
   // Node facts (cores, memory, GPUs) for rules that need them; optional.
   void SetNodeInfo(const model::NodeInfo& info);
 
@@ -101,6 +106,7 @@ class RuleEngine final : public RunContext {
   RuleConfig config_;
   EngineOptions options_;
   bool profiler_report_ = false;
+  bool only_builtin_ = false;  // every selected rule is a built-in one (MetricsRead)
   std::vector<std::unique_ptr<Rule>> rules_;
   std::vector<model::Finding> new_findings_;
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "analyze/rules/live.h"
@@ -67,8 +68,9 @@ store::EventTable SliceEvents(const store::EventTable& t, const std::vector<size
 
 // Two nodes, 25 minutes, with a problem for most rules: idle GPUs, a saturated core, a GPU
 // memory climb, an RSS leak, throttling, data-loading stalls, a straggler, heavy collectives,
-// a checkpoint pause, step outliers and data-loader worker events.
-std::string RichRun() {
+// a checkpoint pause, step outliers and data-loader worker events; with series no rule reads
+// (GPU power, a process's own memory), optionally running on past the rest (`extra_tail_s`).
+std::string RichRun(int64_t extra_tail_s = 0) {
   Scenario s("rich");
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> u(-0.03, 0.03);
@@ -85,6 +87,14 @@ std::string RichRun() {
       t.iowait = 0.02;
       ++i;
     });
+  }
+  for (int64_t t = 0; t < (1500 + extra_tail_s) * 1000; t += 500) {
+    for (int g = 0; g < 4; ++g) {
+      s.Value("algo-1", "gpu_power_watts", "gpu" + std::to_string(g), kStart + t * kMs,
+              300 + static_cast<double>((t / 500 + g) % 50));
+    }
+    s.Value("algo-2", "process_resident_memory_bytes", "pid 7", kStart + t * kMs + 130 * kMs,
+            1e9 + static_cast<double>(t) * 1e6);
   }
   for (int64_t rank = 0; rank < 4; ++rank) {
     const char* node = rank < 2 ? "algo-1" : "algo-2";
@@ -217,6 +227,42 @@ TEST(EngineTest, LiveFeedingInSmallIncrementsEqualsOfflineEvaluation) {
       EXPECT_EQ(live_findings.size(), total);
     }
   }
+}
+
+TEST(EngineTest, SeriesNoRuleReadsAreNeitherReadNorKept) {
+  // The built-in rules read the metrics MetricsRead() names; the engine keeps no other series,
+  // so reading only those (as `rules` and the live polls do) changes no result, not even when
+  // the other series run on for 5 minutes past the rest.
+  auto read_all = [](const std::string& dir) {
+    const Tables t = Read(dir);
+    EngineOptions offline;  // as EvaluateRun: everything held until Finalize
+    offline.release_lag_ns = std::numeric_limits<int64_t>::max() / 4;
+    auto engine = RuleEngine::Create(RuleConfig{}, t.meta, offline);
+    EXPECT_TRUE(engine.ok());
+    for (const auto& info : t.infos) (*engine)->SetNodeInfo(info);
+    (*engine)->Feed(t.metrics);
+    (*engine)->Feed(t.steps);
+    (*engine)->Feed(t.events);
+    (*engine)->Finalize();
+    return std::make_pair(ResultsToJson((*engine)->Results()).dump(1), (*engine)->stats());
+  };
+  const std::string dir = RichRun();
+  auto reader = store::RunReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto selected = EvaluateRun(**reader, RuleConfig{});
+  ASSERT_TRUE(selected.ok());
+  const std::string selected_json = ResultsToJson((*selected)->Results()).dump(1);
+  const auto [all_json, all_stats] = read_all(dir);
+  EXPECT_EQ(all_json, selected_json);
+  EXPECT_EQ(all_stats.values_fed, (*selected)->stats().values_fed);
+  EXPECT_EQ(read_all(RichRun(/*extra_tail_s=*/300)).first, all_json);
+
+  const std::vector<std::string> read = (*selected)->MetricsRead();
+  for (const char* m : {"cpu_utilization_ratio", "gpu_utilization_ratio", "gpu_memory_used_ratio",
+                        "memory_used_bytes", "process_resident_memory_bytes"}) {
+    EXPECT_NE(std::find(read.begin(), read.end(), m), read.end()) << m;
+  }
+  EXPECT_EQ(std::find(read.begin(), read.end(), "gpu_power_watts"), read.end());
 }
 
 TEST(EngineTest, FindingsAreHandedOutAsTheyHappen) {
@@ -432,6 +478,7 @@ TEST(EngineTest, CustomRulesRegisterAndRunLikeBuiltins) {
   config.rules = {"EvalSeen"};
   auto engine = RuleEngine::Create(config, t.meta, {}, &registry);
   ASSERT_TRUE(engine.ok()) << engine.status().message();
+  EXPECT_TRUE((*engine)->MetricsRead().empty());  // a rule not built in may read any metric
   (*engine)->Feed(t.steps);
   (*engine)->Finalize();
   auto results = (*engine)->Results();

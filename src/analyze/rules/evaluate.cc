@@ -18,7 +18,9 @@ StatusOr<std::unique_ptr<RuleEngine>> EvaluateRun(store::RunReader& reader,
   offline.release_lag_ns = std::numeric_limits<int64_t>::max() / 4;
   TP_ASSIGN_OR_RETURN(auto engine, RuleEngine::Create(config, reader.metadata(), offline));
   for (const model::NodeInfo* info : reader.node_infos()) engine->SetNodeInfo(*info);
-  TP_ASSIGN_OR_RETURN(store::MetricTable metrics, reader.SystemMetrics({}));
+  store::MetricQuery metric_query;
+  metric_query.metrics = engine->MetricsRead();
+  TP_ASSIGN_OR_RETURN(store::MetricTable metrics, reader.SystemMetrics(metric_query));
   engine->Feed(metrics);
   TP_ASSIGN_OR_RETURN(store::StepTable steps, reader.Steps());
   engine->Feed(steps);

@@ -1,7 +1,6 @@
 #include "analyze/rules/live.h"
 
 #include <algorithm>
-#include <set>
 #include <tuple>
 
 #include "base/time.h"
@@ -28,8 +27,9 @@ void AppendEventRow(const store::EventTable& from, size_t i, store::EventTable* 
   to->args.push_back(from.args[i]);
 }
 
-// The rows of `from` whose `which` is `want`, with `from`'s dictionaries.
-store::EventTable RowsWhere(const store::EventTable& from, const std::vector<uint8_t>& which,
+// The rows of `from` whose `which` is `want`, with `from`'s dictionaries; their args are moved
+// out of `from` (each row goes to one table).
+store::EventTable RowsWhere(store::EventTable& from, const std::vector<uint8_t>& which,
                             uint8_t want) {
   store::EventTable to;
   to.nodes = from.nodes;
@@ -49,7 +49,7 @@ store::EventTable RowsWhere(const store::EventTable& from, const std::vector<uin
     to.step.push_back(from.step[i]);
     to.start_ns.push_back(from.start_ns[i]);
     to.duration_ns.push_back(from.duration_ns[i]);
-    to.args.push_back(from.args[i]);
+    to.args.push_back(std::move(from.args[i]));
   }
   return to;
 }
@@ -73,8 +73,11 @@ Status LiveEvaluator::ReadNew() {
     if (node_info_set_.emplace(info->node, true).second) engine_->SetNodeInfo(*info);
   }
   // System samples from the chunks written since the last poll, each once.
-  TP_ASSIGN_OR_RETURN(store::MetricTable metrics,
-                      reader_->SystemMetricsSince(&metric_chunks_, {}, /*refresh=*/false));
+  store::MetricQuery metric_query;
+  metric_query.metrics = engine_->MetricsRead();
+  TP_ASSIGN_OR_RETURN(
+      store::MetricTable metrics,
+      reader_->SystemMetricsSince(&metric_chunks_, metric_query, /*refresh=*/false));
   if (metrics.size() > 0) {
     stats_.values_read += static_cast<int64_t>(metrics.size());
     engine_->Feed(metrics);
@@ -108,18 +111,32 @@ Status LiveEvaluator::ReadNew() {
       AppendEventRow(unmatched_parts_, i, &step_events);
     }
     const store::StepTable all = store::BuildSteps(step_events);
+    // Each dictionary entry of this poll's tables as a lasting name id, once per entry.
+    auto ids_of = [&](const store::Dictionary& d) {
+      std::vector<int32_t> ids;
+      for (const std::string& v : d.values()) {
+        ids.push_back(
+            name_ids_.try_emplace(v, static_cast<int32_t>(name_ids_.size())).first->second);
+      }
+      return ids;
+    };
+    const std::vector<int32_t> all_node = ids_of(all.nodes), all_mode = ids_of(all.modes);
     store::StepTable fresh;
     fresh.nodes = all.nodes;
     fresh.modes = all.modes;
-    std::set<std::tuple<std::string, int64_t, int64_t, std::string, int64_t>> built;
+    using StepKey = std::tuple<int32_t, int64_t, int64_t, int32_t, int64_t>;  // node rank pid mode
+    std::vector<StepKey> built;
+    built.reserve(all.size());
     for (size_t i = 0; i < all.size(); ++i) {
-      const std::string& node = all.nodes.at(all.node[i]);
-      const std::string& mode = all.modes.at(all.mode[i]);
-      built.emplace(node, all.rank[i], all.pid[i], mode, all.step[i]);
-      auto key = std::make_tuple(node, all.pid[i], mode);
-      auto it = last_step_.find(key);
-      if (it != last_step_.end() && all.start_ns[i] <= it->second) continue;
-      last_step_[key] = all.start_ns[i];
+      const int32_t node = all_node[static_cast<size_t>(all.node[i])];
+      const int32_t mode = all_mode[static_cast<size_t>(all.mode[i])];
+      built.emplace_back(node, all.rank[i], all.pid[i], mode, all.step[i]);
+      auto [it, first] =
+          last_step_.try_emplace(std::make_tuple(node, all.pid[i], mode), all.start_ns[i]);
+      if (!first) {
+        if (all.start_ns[i] <= it->second) continue;
+        it->second = all.start_ns[i];
+      }
       fresh.node.push_back(all.node[i]);
       fresh.mode.push_back(all.mode[i]);
       fresh.rank.push_back(all.rank[i]);
@@ -132,6 +149,7 @@ Status LiveEvaluator::ReadNew() {
       fresh.backward_ns.push_back(all.backward_ns[i]);
       fresh.optimizer_ns.push_back(all.optimizer_ns[i]);
     }
+    std::sort(built.begin(), built.end());
     // Parts whose step has not been read yet wait for it, up to kPartCarryNs behind the newest
     // event (a part of a step that never ends is dropped then).
     int64_t newest = store::kMinTime;
@@ -141,14 +159,16 @@ Status LiveEvaluator::ReadNew() {
       auto it = std::find(v.begin(), v.end(), model::kCategoryStep);
       return it == v.end() ? -1 : static_cast<int32_t>(it - v.begin());
     }();
+    const std::vector<int32_t> part_node = ids_of(step_events.nodes),
+                               part_mode = ids_of(step_events.modes);
     store::EventTable carry;
     for (size_t i = 0; i < step_events.size(); ++i) {
       if (step_events.category[i] == step_category) continue;
       if (step_events.start_ns[i] < newest - kPartCarryNs) continue;
-      auto key = std::make_tuple(step_events.nodes.at(step_events.node[i]), step_events.rank[i],
-                                 step_events.pid[i], step_events.modes.at(step_events.mode[i]),
-                                 step_events.step[i]);
-      if (built.count(key)) continue;
+      const StepKey key{part_node[static_cast<size_t>(step_events.node[i])], step_events.rank[i],
+                        step_events.pid[i], part_mode[static_cast<size_t>(step_events.mode[i])],
+                        step_events.step[i]};
+      if (std::binary_search(built.begin(), built.end(), key)) continue;
       AppendEventRow(step_events, i, &carry);
     }
     unmatched_parts_ = std::move(carry);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 #include "analyze/rules/config.h"
 #include "analyze/rules/engine.h"
@@ -59,7 +60,10 @@ class LiveEvaluator {
   std::unique_ptr<store::RunReader> reader_;
   std::unique_ptr<RuleEngine> engine_;
   store::ChunkCursor metric_chunks_;
-  std::map<std::tuple<std::string, int64_t, std::string>, int64_t> last_step_;  // node,pid,mode
+  // Node and mode names as small ids that last across polls (a poll's tables code them anew).
+  std::unordered_map<std::string, int32_t> name_ids_;
+  // The start of the last step fed per (node, pid, mode) (name ids).
+  std::map<std::tuple<int32_t, int64_t, int32_t>, int64_t> last_step_;
   // The events rules read and the step and step-part events come from the chunks written since
   // the last poll, read once. A step's parts end before it and can sit in the chunk before the
   // step's own span: parts that found no step yet are carried to the next poll (for a bounded
