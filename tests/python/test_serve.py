@@ -247,6 +247,17 @@ def test_live_streams_are_bounded(tmp_path):
         assert time.monotonic() - t < 2
         for c in conns:
             c.close()
+        # a client that goes away frees its stream within a poll (250 ms), not at the next
+        # write (a comment every 10 s): all 64 can be taken again at once
+        time.sleep(1.0)
+        again = []
+        for _ in range(64):
+            c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            c.request("GET", f"/api/runs/{run_id}/stream")
+            again.append(c)
+        assert [c.getresponse().status for c in again] == [200] * 64
+        for c in again:
+            c.close()
     finally:
         srv.stop()
 
