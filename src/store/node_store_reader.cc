@@ -190,8 +190,9 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
   auto code_of = [&](int64_t series_id) -> const std::pair<int32_t, int32_t>* {
     // Ids are numbered 1, 2, ... as series are added: at series_[id - first id], else found.
     auto row = series_.begin();
-    const int64_t k = series_.empty() ? -1 : series_id - series_.front().id;
-    if (k >= 0 && k < static_cast<int64_t>(series_.size()) && series_[k].id == series_id) {
+    const int64_t k = series_id - series_.front().id;  // series_ is not empty here
+    if (k >= 0 && k < static_cast<int64_t>(series_.size()) &&
+        series_[static_cast<size_t>(k)].id == series_id) {
       row += k;
     } else {
       row = std::lower_bound(series_.begin(), series_.end(), series_id,

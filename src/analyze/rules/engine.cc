@@ -55,8 +55,8 @@ void SortRuns(std::vector<T>& v, Less less) {
   if (from != &v) v.swap(*from);
 }
 
-// The metrics Classify gives a kind; every other series is kOther, which no built-in rule
-// reads (EngineTest.MetricsReadAreExactlyTheClassifiedOnes holds the two together).
+// The metrics Classify gives a kind (keep the two lists together); every other series is
+// kOther, which no built-in rule reads (EngineTest.SeriesNoRuleReadsAreNeitherReadNorKept).
 const std::vector<std::string>& ClassifiedMetrics() {
   static const std::vector<std::string> names = {"cpu_utilization_ratio",
                                                  "cpu_iowait_ratio",
