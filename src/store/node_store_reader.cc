@@ -208,9 +208,18 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
     }
     return &code;
   };
+  TP_RETURN_IF_ERROR(SelectSince(query));
+  if (since_->none) return OkStatus();
   const int32_t node_code = out->nodes.Code(info_.node);
-  TP_ASSIGN_OR_RETURN(auto chunks, db_->Cached("SELECT series_id, id, count, data FROM "
-                                               "metric_chunks WHERE id > ? ORDER BY id"));
+  TP_ASSIGN_OR_RETURN(auto every, db_->Cached("SELECT series_id, id, count, data FROM "
+                                              "metric_chunks WHERE id > ? ORDER BY id"));
+  // Reset when done, as a lease does: no statement keeps a read transaction open.
+  struct ResetWhenDone {
+    SqliteStmt* stmt;
+    ~ResetWhenDone() { stmt->Reset(); }
+  };
+  SqliteStmt* chunks = since_->every_series ? &*every : &since_->stmt;
+  ResetWhenDone reset{chunks};
   chunks->Bind(1, after_chunk_id);
   TimesCache times(db_.get());
   Status status;
@@ -249,6 +258,39 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
     out->device.insert(out->device.end(), keep - before, code->second);
   }
   return status;
+}
+
+Status NodeStoreReader::SelectSince(const MetricQuery& query) {
+  if (since_ && since_->metrics == query.metrics && since_->devices == query.devices &&
+      since_->series_count == series_.size()) {
+    return OkStatus();
+  }
+  // Past this many selected series, or half of them, the filter costs about what it saves.
+  constexpr size_t kMaxListed = 1024;
+  auto sel = std::make_unique<SinceSelection>();
+  sel->metrics = query.metrics;
+  sel->devices = query.devices;
+  sel->series_count = series_.size();
+  std::string ids;
+  size_t listed = 0;
+  for (const SeriesRow& row : series_) {
+    if (!Selected(query.metrics, row.metric) || !Selected(query.devices, row.device)) continue;
+    if (++listed > kMaxListed) break;
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(row.id);
+  }
+  sel->none = listed == 0;
+  sel->every_series = listed > kMaxListed || 2 * listed > series_.size();
+  if (!sel->none && !sel->every_series) {
+    // `+series_id`: not the series index. With it SQLite seeks each listed series and reads all
+    // its chunks since the run began (then drops those at or below the id), a poll growing
+    // with the run; the rowid range reads only the chunks written since the last poll.
+    TP_ASSIGN_OR_RETURN(sel->stmt, db_->Prepare("SELECT series_id, id, count, data FROM "
+                                                "metric_chunks WHERE id > ? AND +series_id IN (" +
+                                                ids + ") ORDER BY id"));
+  }
+  since_ = std::move(sel);
+  return OkStatus();
 }
 
 Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,

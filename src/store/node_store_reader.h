@@ -89,6 +89,20 @@ class NodeStoreReader {
   int format_version_ = 0;
   std::string warning_;
   std::vector<std::string> strings_;  // by id; [0] is ""
+  // ReadMetricsSince's query restricted to the series it selects, when that is a small part of
+  // the store's (a live poll reads a few metrics of a node's hundreds of series every time):
+  // SQLite then skips the others' rows instead of handing each one over. Rebuilt when the
+  // selection or the number of series changes.
+  struct SinceSelection {
+    std::vector<std::string> metrics, devices;
+    size_t series_count = 0;
+    bool every_series = true;
+    bool none = false;
+    SqliteStmt stmt;
+  };
+  // Declared after db_: its statement is finalized before the connection closes.
+  std::unique_ptr<SinceSelection> since_;
+  Status SelectSince(const MetricQuery& query);
 };
 
 }  // namespace trainprof::store

@@ -287,6 +287,75 @@ TEST(RunReaderTest, TailsNewSamplesOnceThroughSealing) {
   EXPECT_EQ(tailed.size(), 2u);
 }
 
+// A live poll selects a few metrics of many series: the tail read asks SQLite for those series'
+// chunks only. It must return what the whole read returns for them (a series that appears
+// after the first poll included, no other series), and reading everything must still work
+// with another reader.
+TEST(RunReaderTest, TailOfSelectedSeriesEqualsTheWholeReadOfThem) {
+  std::string dir = MakeTempDir("trainprof_metric_tail_selected");
+  model::RunMetadata m;
+  m.run_id = "ms";
+  m.start_ns = kT0;
+  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  WriterOptions options;
+  options.seal_values = 8;
+  auto w = OpenNodeWriter(dir, TestNode(), options);
+  ASSERT_TRUE(w.ok());
+  std::vector<SeriesId> ids;
+  for (int k = 0; k < 12; ++k) ids.push_back((*w)->Series("cpu_core_ratio", std::to_string(k)));
+  ids.push_back((*w)->Series("gpu_utilization_ratio", "gpu0"));
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  auto every_reader = RunReader::Open(dir);  // its own connection: no selection to rebuild
+  ASSERT_TRUE(every_reader.ok());
+  MetricQuery q;
+  q.metrics = {"gpu_utilization_ratio", "memory_used_bytes"};
+  ChunkCursor cursor, every_cursor;
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, double>>> tailed;
+  size_t every_rows = 0;
+  auto tail = [&] {
+    auto t = (*r)->SystemMetricsSince(&cursor, q);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    for (size_t i = 0; i < t->size(); ++i) {
+      tailed[{t->metrics.at(t->metric[i]), t->devices.at(t->device[i])}].push_back(
+          {t->timestamp_ns[i], t->value[i]});
+    }
+    auto e = (*every_reader)->SystemMetricsSince(&every_cursor);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    every_rows += e->size();
+  };
+  SeriesId late = 0;
+  for (int i = 0; i < 60; ++i) {
+    for (SeriesId id : ids) (*w)->Append(id, kT0 + i * 100 * kMs, 0.01 * i + id);
+    if (i == 20) late = (*w)->Series("memory_used_bytes", "");
+    if (i >= 20) (*w)->Append(late, kT0 + i * 100 * kMs, 1000.0 + i);
+    if (i % 3 == 2) {
+      ASSERT_TRUE((*w)->Flush().ok());
+    }
+    if (i % 7 == 6) tail();
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  tail();
+  tail();  // nothing new
+  auto all = (*r)->SystemMetrics({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(every_rows, all->size());
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, double>>> whole;
+  for (size_t i = 0; i < all->size(); ++i) {
+    const std::string& metric = all->metrics.at(all->metric[i]);
+    if (metric != "gpu_utilization_ratio" && metric != "memory_used_bytes") continue;
+    whole[{metric, all->devices.at(all->device[i])}].push_back(
+        {all->timestamp_ns[i], all->value[i]});
+  }
+  ASSERT_EQ(whole.size(), 2u);
+  EXPECT_EQ(whole[std::make_pair(std::string("memory_used_bytes"), std::string())].size(), 40u);
+  EXPECT_EQ(tailed.size(), 2u);
+  for (auto& [key, samples] : tailed) {
+    std::sort(samples.begin(), samples.end());
+    EXPECT_EQ(samples, whole[key]) << key.first;
+  }
+}
+
 TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {
   std::string dir = MakeTwoNodeRun();
   ASSERT_TRUE(WriteFileAtomically(NodeStorePath(dir, "algo-2"), "not a database").ok());
