@@ -83,7 +83,11 @@ StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run, bool merged) {
     TP_RETURN_IF_ERROR(LoadMerged(l.get()));
     return l;
   }
-  TP_ASSIGN_OR_RETURN(l->stores, l->reader->EventsByStore({}));
+  // Only SplitByRank reads the rows (then they are freed): the args it does not read are not
+  // copied. The merged read below keeps every event's args (--hta-compat reads them).
+  store::EventQuery query;
+  query.keep_args = tr::SplitByRankReadsArgs;
+  TP_ASSIGN_OR_RETURN(l->stores, l->reader->EventsByStore(query));
   std::vector<std::vector<tr::RankTrace>> split(l->stores.size());
   ParallelFor(l->stores.size(), [&](size_t i) {
     split[i] = tr::SplitByRank(l->stores[i].events);

@@ -424,6 +424,18 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
     if (ok < 0) ok = Selected(filter, value) ? 1 : 0;
     return ok == 1;
   };
+  // Whether an event keeps its args, decided once per (category id, kind) when the query asks.
+  std::vector<int8_t> args_ok;
+  auto keep_args = [&](uint32_t category_id, model::EventKind kind, const std::string& category) {
+    if (!query.args) return false;
+    if (!query.keep_args) return true;
+    const size_t k =
+        static_cast<size_t>(category_id) * 2 + (kind == model::EventKind::kSpan ? 0 : 1);
+    if (k >= args_ok.size()) args_ok.resize(k + 1, -1);
+    int8_t& ok = args_ok[k];
+    if (ok < 0) ok = query.keep_args(category, kind) ? 1 : 0;
+    return ok == 1;
+  };
   Status status;
   // Chunk k+1 is decompressed and decoded on a second thread while chunk k's events are kept
   // here (two cores read a store of several chunks in about the time of the keeping); the first
@@ -484,7 +496,7 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
       out->step.push_back(e.step);
       out->start_ns.push_back(e.start_ns);
       out->duration_ns.push_back(e.duration_ns);
-      if (query.args) {
+      if (keep_args(e.category_id, e.kind, *category)) {
         out->args.emplace_back(e.args);
       } else {
         out->args.emplace_back();

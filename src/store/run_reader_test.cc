@@ -356,6 +356,61 @@ TEST(RunReaderTest, TailOfSelectedSeriesEqualsTheWholeReadOfThem) {
   }
 }
 
+// EventQuery::keep_args: the events it accepts keep their args byte for byte, the others read
+// empty, and everything else about the rows is as without it; asked once per category and kind.
+TEST(RunReaderTest, KeepArgsKeepsOnlyTheArgsAsked) {
+  std::string dir = MakeTempDir("trainprof_keep_args");
+  model::RunMetadata m;
+  m.run_id = "ka";
+  m.start_ns = kT0;
+  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  auto w = OpenNodeWriter(dir, TestNode());
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 300; ++i) {
+    model::Event e = Span(i % 3 == 0 ? "kernel" : "cpu_op", i, kT0 + i * kMs, kMs, 0);
+    e.args = "{\"correlation\": " + std::to_string(1000 + i) + ", \"pad\": \"" +
+             std::string(40, 'x') + "\"}";
+    if (i % 10 == 0) {
+      e.kind = model::EventKind::kInstant;
+      e.duration_ns = 0;
+    }
+    (*w)->AppendEvent(e);
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  auto all = (*r)->EventsByStore({});
+  ASSERT_TRUE(all.ok());
+  EventQuery q;
+  std::map<std::pair<std::string, int>, int> asked;
+  q.keep_args = [&](const std::string& category, model::EventKind kind) {
+    ++asked[{category, static_cast<int>(kind)}];
+    return category == "kernel" && kind == model::EventKind::kSpan;
+  };
+  auto some = (*r)->EventsByStore(q);
+  ASSERT_TRUE(some.ok());
+  ASSERT_EQ(all->size(), 1u);
+  ASSERT_EQ(some->size(), 1u);
+  const EventTable& a = (*all)[0].events;
+  const EventTable& b = (*some)[0].events;
+  ASSERT_EQ(a.size(), 300u);
+  ASSERT_EQ(b.size(), a.size());
+  size_t kept = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b.start_ns[i], a.start_ns[i]);
+    EXPECT_EQ(b.kind[i], a.kind[i]);
+    EXPECT_EQ(b.categories.at(b.category[i]), a.categories.at(a.category[i]));
+    const bool wanted = a.categories.at(a.category[i]) == "kernel" &&
+                        a.kind[i] == static_cast<uint8_t>(model::EventKind::kSpan);
+    ASSERT_FALSE(a.args[i].empty());
+    EXPECT_EQ(b.args[i], wanted ? a.args[i] : std::string()) << i;
+    kept += wanted;
+  }
+  EXPECT_EQ(kept, 90u);  // i % 3 == 0 and not i % 10 == 0: 100 - 10
+  EXPECT_EQ(asked.size(), 4u);
+  for (const auto& [key, n] : asked) EXPECT_EQ(n, 1) << key.first << " " << key.second;
+}
+
 TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {
   std::string dir = MakeTwoNodeRun();
   ASSERT_TRUE(WriteFileAtomically(NodeStorePath(dir, "algo-2"), "not a database").ok());

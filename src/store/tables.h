@@ -4,6 +4,7 @@
 // pandas.Categorical and Arrow dictionaries take without a per-row copy.
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -71,6 +72,10 @@ struct EventQuery {
   std::vector<std::string> names, categories, nodes;
   std::vector<int64_t> ranks;
   bool args = true;  // false: the args column holds empty strings (not copied)
+  // When set (and `args`), only the events it accepts keep their args, asked once per category
+  // and kind: a reader that needs the args of a few kinds of events (trace analysis: a kernel's
+  // correlation and stream) does not copy a million others'.
+  std::function<bool(const std::string& category, model::EventKind kind)> keep_args;
 };
 
 // What a query met that it could not read: corrupt chunks are skipped, counted and named.

@@ -60,6 +60,11 @@ CpuKind CpuKindOf(const std::string& cat) {
 
 }  // namespace
 
+bool SplitByRankReadsArgs(const std::string& category, model::EventKind kind) {
+  if (kind != model::EventKind::kSpan) return false;
+  return RoleOf(category) != CatRole::kCpu || CpuKindOf(category) == CpuKind::kRuntime;
+}
+
 std::vector<RankTrace> SplitByRank(const store::EventTable& t) {
   const std::vector<std::string>& cats = t.categories.values();
   std::vector<CatRole> role(cats.size());

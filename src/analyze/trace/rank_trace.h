@@ -51,6 +51,10 @@ struct RankTrace {
 // Groups a table's events by (rank, or node when the rank is missing). The table must outlive
 // the result (names point into it).
 std::vector<RankTrace> SplitByRank(const store::EventTable& events);
+// Whether SplitByRank reads the args of an event of this category and kind (a device
+// activity's correlation and stream, a runtime call's correlation): EventQuery::keep_args for
+// a read that only feeds it.
+bool SplitByRankReadsArgs(const std::string& category, model::EventKind kind);
 
 // The integer value of `"key":` in a JSON args text, or -1 when absent.
 int64_t ArgInt(const std::string& args, const char* quoted_key);
