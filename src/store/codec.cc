@@ -564,31 +564,37 @@ void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out) {
   std::string raw;
-  std::vector<EncodedEventView> views;
-  TP_RETURN_IF_ERROR(DecodeEventChunkView(blob, expected_count, &raw, &views));
+  EventChunkColumns c;
+  TP_RETURN_IF_ERROR(DecodeEventChunkColumns(blob, expected_count, &raw, &c));
   const size_t base = out->size();
-  out->resize(base + views.size());
-  for (size_t i = 0; i < views.size(); ++i) {
-    const EncodedEventView& v = views[i];
+  out->resize(base + c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
     EncodedEvent& e = (*out)[base + i];
-    e.kind = v.kind;
-    e.start_ns = v.start_ns;
-    e.duration_ns = v.duration_ns;
-    e.name_id = v.name_id;
-    e.category_id = v.category_id;
-    e.mode_id = v.mode_id;
-    e.step = v.step;
-    e.pid = v.pid;
-    e.tid = v.tid;
-    e.rank = v.rank;
-    e.args = std::string(v.args);
+    e.kind = static_cast<model::EventKind>(c.kind[i]);
+    e.start_ns = c.start_ns[i];
+    e.duration_ns = c.duration_ns[i];
+    e.name_id = c.name_id[i];
+    e.category_id = c.category_id[i];
+    e.mode_id = c.mode_id[i];
+    e.step = c.step[i];
+    e.pid = c.pid[i];
+    e.tid = c.tid[i];
+    e.rank = c.rank[i];
+    e.args = std::string(c.args[i]);
   }
   return OkStatus();
 }
 
-Status DecodeEventChunkView(std::string_view blob, size_t expected_count, std::string* raw_out,
-                            std::vector<EncodedEventView>* out) {
-  out->clear();
+void EventChunkColumns::Clear() {
+  for (auto* v : {&start_ns, &duration_ns, &step, &pid, &tid, &rank}) v->clear();
+  for (auto* v : {&name_id, &category_id, &mode_id}) v->clear();
+  kind.clear();
+  args.clear();
+}
+
+Status DecodeEventChunkColumns(std::string_view blob, size_t expected_count, std::string* raw_out,
+                               EventChunkColumns* out) {
+  out->Clear();
   // The writer closes a chunk at kMaxEventChunkArgsBytes of args and never stores one event's
   // args beyond kMaxEventArgsBytes; the other columns take at most 101 bytes per event.
   if (expected_count > kMaxEventChunkEvents) {
@@ -610,29 +616,35 @@ Status DecodeEventChunkView(std::string_view blob, size_t expected_count, std::s
   }
   uint64_t n = r.Varint();
   if (!r.ok() || n != expected_count) return DataLoss("event chunk count mismatch");
-  out->resize(n);
-  EncodedEventView* ev = out->data();
+  out->kind.resize(n);
   for (uint64_t i = 0; i < n; ++i) {
     uint8_t kind = r.Byte();
     if (kind > 1) {
-      out->clear();
+      out->Clear();
       return DataLoss("event chunk has an unknown event kind");
     }
-    ev[i].kind = static_cast<model::EventKind>(kind);
+    out->kind[i] = kind;
   }
+  auto column = [&](std::vector<int64_t>& v, auto decode) {
+    v.resize(n);
+    int64_t* p = v.data();
+    for (uint64_t i = 0; i < n; ++i) p[i] = decode();
+  };
   int64_t prev = 0;
-  for (uint64_t i = 0; i < n; ++i) ev[i].start_ns = prev = WrapAdd(prev, UnZigZag(r.Varint()));
-  for (uint64_t i = 0; i < n; ++i) ev[i].duration_ns = UnZigZag(r.Varint());
-  for (uint64_t i = 0; i < n; ++i) ev[i].name_id = static_cast<uint32_t>(r.Varint());
-  for (uint64_t i = 0; i < n; ++i) ev[i].category_id = static_cast<uint32_t>(r.Varint());
-  for (uint64_t i = 0; i < n; ++i) ev[i].mode_id = static_cast<uint32_t>(r.Varint());
-  for (uint64_t i = 0; i < n; ++i) ev[i].step = GetOptional(r);
-  for (uint64_t i = 0; i < n; ++i) ev[i].pid = GetOptional(r);
-  for (uint64_t i = 0; i < n; ++i) ev[i].tid = GetOptional(r);
-  for (uint64_t i = 0; i < n; ++i) ev[i].rank = GetOptional(r);
-  for (uint64_t i = 0; i < n; ++i) ev[i].args = r.Bytes(r.Varint());
+  column(out->start_ns, [&] { return prev = WrapAdd(prev, UnZigZag(r.Varint())); });
+  column(out->duration_ns, [&] { return UnZigZag(r.Varint()); });
+  for (auto* ids : {&out->name_id, &out->category_id, &out->mode_id}) {
+    ids->resize(n);
+    uint32_t* p = ids->data();
+    for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<uint32_t>(r.Varint());
+  }
+  for (auto* v : {&out->step, &out->pid, &out->tid, &out->rank}) {
+    column(*v, [&] { return GetOptional(r); });
+  }
+  out->args.resize(n);
+  for (uint64_t i = 0; i < n; ++i) out->args[i] = r.Bytes(r.Varint());
   if (!r.ok() || !r.at_end()) {
-    out->clear();
+    out->Clear();
     return DataLoss("event chunk is truncated or has trailing bytes");
   }
   return OkStatus();

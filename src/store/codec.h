@@ -184,26 +184,23 @@ void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order
 Status DecodeEventChunk(std::string_view blob, size_t expected_count,
                         std::vector<EncodedEvent>* out);
 
-// An event of a decoded chunk whose args point into the caller's decompressed buffer.
-struct EncodedEventView {
-  model::EventKind kind = model::EventKind::kSpan;
-  int64_t start_ns = 0;
-  int64_t duration_ns = 0;
-  uint32_t name_id = 0;
-  uint32_t category_id = 0;
-  uint32_t mode_id = 0;
-  int64_t step = model::kMissing;
-  int64_t pid = model::kMissing;
-  int64_t tid = model::kMissing;
-  int64_t rank = model::kMissing;
-  std::string_view args;  // into `raw`: valid until it changes
+// A decoded chunk's events as columns (the chunk's own layout), args viewing the caller's
+// decompressed buffer. Columns, not one struct per event: each column is written in one
+// sequential pass that stays in cache (a chunk of 42 k events as structs was 3.7 MB written
+// eleven times with an 88-byte stride) and read back in one pass per event.
+struct EventChunkColumns {
+  std::vector<uint8_t> kind;  // model::EventKind
+  std::vector<int64_t> start_ns, duration_ns, step, pid, tid, rank;
+  std::vector<uint32_t> name_id, category_id, mode_id;
+  std::vector<std::string_view> args;  // into `raw`: valid until it changes
+  size_t size() const { return start_ns.size(); }
+  void Clear();
 };
 
 // DecodeEventChunk without copying anything: `raw` (scratch reused between chunks) receives
-// the decompressed chunk and `out` is replaced by its events, args viewing `raw`. A reader that
-// keeps a few of the events copies only their args (one std::string per event was a third of
-// reading a store).
-Status DecodeEventChunkView(std::string_view blob, size_t expected_count, std::string* raw,
-                            std::vector<EncodedEventView>* out);
+// the decompressed chunk and `out` is replaced by its events. A reader that keeps a few of the
+// events copies only their args (one std::string per event was a third of reading a store).
+Status DecodeEventChunkColumns(std::string_view blob, size_t expected_count, std::string* raw,
+                               EventChunkColumns* out);
 
 }  // namespace trainprof::store

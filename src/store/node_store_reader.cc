@@ -447,9 +447,9 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
     size_t count = 0;
     std::string blob;  // copied: stepping the statement invalidates it
     std::string raw;   // the decompressed chunk, reused: events[i].args view it
-    std::vector<EncodedEventView> events;
+    EventChunkColumns events;
     Status status;
-    void Decode() { status = DecodeEventChunkView(blob, count, &raw, &events); }
+    void Decode() { status = DecodeEventChunkColumns(blob, count, &raw, &events); }
   };
   Chunk slots[2];
   Chunk* cur = &slots[0];
@@ -469,35 +469,52 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
                     c.status.message());
       return;
     }
-    for (const EncodedEventView& e : c.events) {
-      int64_t end = e.start_ns + std::max<int64_t>(0, e.duration_ns);
-      if (!(e.start_ns < query.end_ns && end >= query.start_ns)) continue;
-      const std::string* name = StringById(e.name_id);
-      const std::string* category = StringById(e.category_id);
-      const std::string* mode = StringById(e.mode_id);
+    const EventChunkColumns& e = c.events;
+    // Room for the whole chunk at once (growing geometrically), not column by column per event,
+    // when the query keeps most of it (no filter but the time range, which chose the chunks).
+    const bool keeps_most = query.names.empty() && query.categories.empty() && query.ranks.empty();
+    const size_t room = out->size() + e.size();
+    if (keeps_most && out->start_ns.capacity() < room) {
+      const size_t cap = std::max(room, 2 * out->start_ns.capacity());
+      for (auto* v : {&out->node, &out->name, &out->category, &out->mode}) v->reserve(cap);
+      for (auto* v :
+           {&out->rank, &out->pid, &out->tid, &out->step, &out->start_ns, &out->duration_ns}) {
+        v->reserve(cap);
+      }
+      out->kind.reserve(cap);
+      out->args.reserve(cap);
+    }
+    for (size_t i = 0; i < e.size(); ++i) {
+      const int64_t start = e.start_ns[i];
+      const int64_t end = start + std::max<int64_t>(0, e.duration_ns[i]);
+      if (!(start < query.end_ns && end >= query.start_ns)) continue;
+      const std::string* name = StringById(e.name_id[i]);
+      const std::string* category = StringById(e.category_id[i]);
+      const std::string* mode = StringById(e.mode_id[i]);
       if (!name || !category || !mode) {
         problems->Add(path_ + ": event chunk " + std::to_string(chunk_id) +
                       ": refers to an unknown string id");
         continue;
       }
-      if (!chosen(name_ok, query.names, e.name_id, *name) ||
-          !chosen(category_ok, query.categories, e.category_id, *category) ||
-          !Selected(query.ranks, e.rank)) {
+      if (!chosen(name_ok, query.names, e.name_id[i], *name) ||
+          !chosen(category_ok, query.categories, e.category_id[i], *category) ||
+          !Selected(query.ranks, e.rank[i])) {
         continue;
       }
+      const auto kind = static_cast<model::EventKind>(e.kind[i]);
       out->node.push_back(node_code);
-      out->name.push_back(code(name_codes, out->names, e.name_id, *name));
-      out->category.push_back(code(category_codes, out->categories, e.category_id, *category));
-      out->mode.push_back(code(mode_codes, out->modes, e.mode_id, *mode));
-      out->kind.push_back(static_cast<uint8_t>(e.kind));
-      out->rank.push_back(e.rank);
-      out->pid.push_back(e.pid);
-      out->tid.push_back(e.tid);
-      out->step.push_back(e.step);
-      out->start_ns.push_back(e.start_ns);
-      out->duration_ns.push_back(e.duration_ns);
-      if (keep_args(e.category_id, e.kind, *category)) {
-        out->args.emplace_back(e.args);
+      out->name.push_back(code(name_codes, out->names, e.name_id[i], *name));
+      out->category.push_back(code(category_codes, out->categories, e.category_id[i], *category));
+      out->mode.push_back(code(mode_codes, out->modes, e.mode_id[i], *mode));
+      out->kind.push_back(e.kind[i]);
+      out->rank.push_back(e.rank[i]);
+      out->pid.push_back(e.pid[i]);
+      out->tid.push_back(e.tid[i]);
+      out->step.push_back(e.step[i]);
+      out->start_ns.push_back(start);
+      out->duration_ns.push_back(e.duration_ns[i]);
+      if (keep_args(e.category_id[i], kind, *category)) {
+        out->args.emplace_back(e.args[i]);
       } else {
         out->args.emplace_back();
       }
