@@ -32,6 +32,16 @@ model::Event Span(const std::string& category, int64_t step, int64_t start, int6
   return e;
 }
 
+// An empty run directory (run.json only) started at kT0, for a test to write stores into.
+std::string MakeEmptyRun(const std::string& prefix, const std::string& run_id) {
+  std::string dir = MakeTempDir(prefix);
+  model::RunMetadata m;
+  m.run_id = run_id;
+  m.start_ns = kT0;
+  EXPECT_TRUE(WriteRunMetadata(dir, m).ok());
+  return dir;
+}
+
 // Two nodes, one rank each, three steps with data-wait / forward / backward / optimizer parts.
 std::string MakeTwoNodeRun() {
   std::string dir = MakeTempDir("trainprof_run");
@@ -132,11 +142,7 @@ TEST(RunReaderTest, ProcessStoresMergeIntoTheirNode) {
 // The shape the record e2e test met: marks flushed one by one, then a final chunk holding the
 // last mark and the phase spans (which start early). Reading by chunk put the last mark first.
 TEST(RunReaderTest, EventsComeInStartOrderWhateverTheChunks) {
-  std::string dir = MakeTempDir("trainprof_order");
-  model::RunMetadata m;
-  m.run_id = "o";
-  m.start_ns = kT0;
-  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::string dir = MakeEmptyRun("trainprof_order", "o");
   auto w = OpenNodeWriter(dir, TestNode());
   ASSERT_TRUE(w.ok());
   auto mark = [&](const std::string& name, int64_t t) {
@@ -168,11 +174,7 @@ TEST(RunReaderTest, EventsComeInStartOrderWhateverTheChunks) {
 }
 
 TEST(RunReaderTest, TailsNewEventsIncrementally) {
-  std::string dir = MakeTempDir("trainprof_tail");
-  model::RunMetadata m;
-  m.run_id = "t";
-  m.start_ns = kT0;
-  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::string dir = MakeEmptyRun("trainprof_tail", "t");
   auto w = OpenNodeWriter(dir, TestNode());
   ASSERT_TRUE(w.ok());
   (*w)->AppendEvent(Span("step", 0, kT0, kMs, 0));
@@ -199,11 +201,7 @@ TEST(RunReaderTest, TailsNewEventsIncrementally) {
 
 TEST(RunReaderTest, StepsFollowAStoreThatIsStillWritten) {
   // Steps() is kept between calls; new events, and a process store that appears, renew it.
-  std::string dir = MakeTempDir("trainprof_live_steps");
-  model::RunMetadata m;
-  m.run_id = "live";
-  m.start_ns = kT0;
-  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::string dir = MakeEmptyRun("trainprof_live_steps", "live");
   auto w = OpenNodeWriter(dir, TestNode());
   ASSERT_TRUE(w.ok());
   (*w)->AppendEvent(Span("step", 0, kT0, 10 * kMs, 0));
@@ -239,11 +237,7 @@ TEST(RunReaderTest, StepsFollowAStoreThatIsStillWritten) {
 TEST(RunReaderTest, TailsNewSamplesOnceThroughSealing) {
   // Small tails every flush, sealed every 8 values (the sealed chunk repeats its tails): a
   // tail read returns each sample exactly once, the same samples as one read at the end.
-  std::string dir = MakeTempDir("trainprof_metric_tail");
-  model::RunMetadata m;
-  m.run_id = "mt";
-  m.start_ns = kT0;
-  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::string dir = MakeEmptyRun("trainprof_metric_tail", "mt");
   WriterOptions options;
   options.seal_values = 8;
   auto w = OpenNodeWriter(dir, TestNode(), options);
@@ -292,11 +286,7 @@ TEST(RunReaderTest, TailsNewSamplesOnceThroughSealing) {
 // after the first poll included, no other series), and reading everything must still work
 // with another reader.
 TEST(RunReaderTest, TailOfSelectedSeriesEqualsTheWholeReadOfThem) {
-  std::string dir = MakeTempDir("trainprof_metric_tail_selected");
-  model::RunMetadata m;
-  m.run_id = "ms";
-  m.start_ns = kT0;
-  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::string dir = MakeEmptyRun("trainprof_metric_tail_selected", "ms");
   WriterOptions options;
   options.seal_values = 8;
   auto w = OpenNodeWriter(dir, TestNode(), options);
@@ -359,11 +349,7 @@ TEST(RunReaderTest, TailOfSelectedSeriesEqualsTheWholeReadOfThem) {
 // EventQuery::keep_args: the events it accepts keep their args byte for byte, the others read
 // empty, and everything else about the rows is as without it; asked once per category and kind.
 TEST(RunReaderTest, KeepArgsKeepsOnlyTheArgsAsked) {
-  std::string dir = MakeTempDir("trainprof_keep_args");
-  model::RunMetadata m;
-  m.run_id = "ka";
-  m.start_ns = kT0;
-  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::string dir = MakeEmptyRun("trainprof_keep_args", "ka");
   auto w = OpenNodeWriter(dir, TestNode());
   ASSERT_TRUE(w.ok());
   for (int i = 0; i < 300; ++i) {
@@ -429,11 +415,7 @@ TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {
 // reading the stores one after the other gives: each store alone (a one-store read, the
 // sequential code) appended in store order, dictionaries coded in first-seen order.
 TEST(RunReaderTest, ParallelReadOfSeveralStoresEqualsTheSequentialRead) {
-  std::string dir = MakeTempDir("trainprof_run");
-  model::RunMetadata m;
-  m.run_id = "r1";
-  m.start_ns = kT0;
-  ASSERT_TRUE(WriteRunMetadata(dir, m).ok());
+  std::string dir = MakeEmptyRun("trainprof_run", "r1");
   std::vector<std::string> nodes;
   for (int k = 1; k <= 5; ++k) {
     nodes.push_back("node-" + std::to_string(k));
