@@ -12,11 +12,15 @@ namespace {
 constexpr int64_t kPartCarryNs = 600LL * 1'000'000'000;
 
 // Appends row `i` of `from` to `to`, re-coding its dictionary columns.
-void AppendEventRow(const store::EventTable& from, size_t i, store::EventTable* to) {
-  to->node.push_back(to->nodes.Code(from.nodes.at(from.node[i])));
-  to->name.push_back(to->names.Code(from.names.at(from.name[i])));
-  to->category.push_back(to->categories.Code(from.categories.at(from.category[i])));
-  to->mode.push_back(to->modes.Code(from.modes.at(from.mode[i])));
+// Appends row i of `from` to `to` with `args`; `recode(from_dictionary, to_dictionary, code)`
+// gives each dictionary code in `to`.
+template <typename Recode>
+void PushRow(const store::EventTable& from, size_t i, std::string args, const Recode& recode,
+             store::EventTable* to) {
+  to->node.push_back(recode(from.nodes, to->nodes, from.node[i]));
+  to->name.push_back(recode(from.names, to->names, from.name[i]));
+  to->category.push_back(recode(from.categories, to->categories, from.category[i]));
+  to->mode.push_back(recode(from.modes, to->modes, from.mode[i]));
   to->kind.push_back(from.kind[i]);
   to->rank.push_back(from.rank[i]);
   to->pid.push_back(from.pid[i]);
@@ -24,7 +28,14 @@ void AppendEventRow(const store::EventTable& from, size_t i, store::EventTable* 
   to->step.push_back(from.step[i]);
   to->start_ns.push_back(from.start_ns[i]);
   to->duration_ns.push_back(from.duration_ns[i]);
-  to->args.push_back(from.args[i]);
+  to->args.push_back(std::move(args));
+}
+
+void AppendEventRow(const store::EventTable& from, size_t i, store::EventTable* to) {
+  PushRow(
+      from, i, from.args[i],
+      [](const store::Dictionary& a, store::Dictionary& b, int32_t c) { return b.Code(a.at(c)); },
+      to);
 }
 
 // The rows of `from` whose `which` is `want`, with `from`'s dictionaries; their args are moved
@@ -36,20 +47,9 @@ store::EventTable RowsWhere(store::EventTable& from, const std::vector<uint8_t>&
   to.names = from.names;
   to.categories = from.categories;
   to.modes = from.modes;
+  auto same = [](const store::Dictionary&, const store::Dictionary&, int32_t c) { return c; };
   for (size_t i = 0; i < from.size(); ++i) {
-    if (which[i] != want) continue;
-    to.node.push_back(from.node[i]);
-    to.name.push_back(from.name[i]);
-    to.category.push_back(from.category[i]);
-    to.mode.push_back(from.mode[i]);
-    to.kind.push_back(from.kind[i]);
-    to.rank.push_back(from.rank[i]);
-    to.pid.push_back(from.pid[i]);
-    to.tid.push_back(from.tid[i]);
-    to.step.push_back(from.step[i]);
-    to.start_ns.push_back(from.start_ns[i]);
-    to.duration_ns.push_back(from.duration_ns[i]);
-    to.args.push_back(std::move(from.args[i]));
+    if (which[i] == want) PushRow(from, i, std::move(from.args[i]), same, &to);
   }
   return to;
 }
