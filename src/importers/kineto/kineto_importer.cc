@@ -158,18 +158,8 @@ class FileImporter : public ParsedEventSink {
   // The fast path: the element parsed where it lies in the read buffer, in one pass.
   InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
                                Status* status) override {
-    RawEvent e;
-    args_.clear();
-    switch (ParseEventInPlace(p, end, &e, &scratch_, &args_, element_end)) {
-      case InPlace::kOk:
-        *status = Handle(e);
-        return InPlaceResult::kDone;
-      case InPlace::kIncomplete:
-        return InPlaceResult::kNeedMore;
-      case InPlace::kInvalid:
-        break;
-    }
-    return InPlaceResult::kNotHandled;
+    return ParseInPlaceAndTake(p, end, element_end, &scratch_, &args_, status,
+                               [&](const RawEvent& e) { return Handle(e); });
   }
 
   // The same, parsed on the pipeline's reading thread.

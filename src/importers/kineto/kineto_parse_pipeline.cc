@@ -241,18 +241,8 @@ class SerialAdapter : public TraceSink {
   explicit SerialAdapter(ParsedEventSink& sink) : sink_(sink) {}
   InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
                                Status* status) override {
-    RawEvent e;
-    args_.clear();
-    switch (ParseEventInPlace(p, end, &e, &scratch_, &args_, element_end)) {
-      case InPlace::kOk:
-        *status = sink_.OnParsedEvent(e);
-        return InPlaceResult::kDone;
-      case InPlace::kIncomplete:
-        return InPlaceResult::kNeedMore;
-      case InPlace::kInvalid:
-        break;
-    }
-    return InPlaceResult::kNotHandled;
+    return ParseInPlaceAndTake(p, end, element_end, &scratch_, &args_, status,
+                               [&](const RawEvent& e) { return sink_.OnParsedEvent(e); });
   }
   Status OnEvent(std::string_view text) override { return sink_.OnEvent(text); }
   Status OnTopLevel(std::string_view key, std::string_view value) override {

@@ -14,6 +14,7 @@
 // and joins the reading thread.
 
 #include <cstddef>
+#include <string>
 
 #include "base/status.h"
 #include "importers/common/byte_source.h"
@@ -64,6 +65,26 @@ class ParsedEventSink : public TraceSink {
  private:
   ReadAhead* read_ahead_ = nullptr;
 };
+
+// A sink's OnEventInPlace on one thread: the element at p parsed in place (its args minified
+// into *args), then given to `take`; what the fast path does not take is left to OnEvent.
+template <typename Take>
+InPlaceResult ParseInPlaceAndTake(const char* p, const char* end, const char** element_end,
+                                  std::string* scratch, std::string* args, Status* status,
+                                  const Take& take) {
+  RawEvent e;
+  args->clear();
+  switch (ParseEventInPlace(p, end, &e, scratch, args, element_end)) {
+    case InPlace::kOk:
+      *status = take(e);
+      return InPlaceResult::kDone;
+    case InPlace::kIncomplete:
+      return InPlaceResult::kNeedMore;
+    case InPlace::kInvalid:
+      break;
+  }
+  return InPlaceResult::kNotHandled;
+}
 
 // StreamTrace(source, sink, options) with the reading and tokenizing on a second thread (see
 // above). When no thread can be started it streams on this thread instead, with the same
