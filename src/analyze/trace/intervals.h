@@ -17,6 +17,7 @@ int64_t Length(const Intervals& merged);
 int64_t IntersectLength(const Intervals& a, const Intervals& b);
 // a minus b; both merged.
 Intervals Subtract(const Intervals& a, const Intervals& b);
+// Both merged (linear); lists that are not are sorted first.
 Intervals Union(const Intervals& a, const Intervals& b);
 // The part of a merged list inside [lo, hi).
 Intervals Clip(const Intervals& merged, int64_t lo, int64_t hi);
