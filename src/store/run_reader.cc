@@ -329,56 +329,92 @@ StatusOr<EventTable> RunReader::EventsSince(EventCursor* cursor, const EventQuer
                                });
 }
 
-StepTable BuildSteps(const EventTable& events) {
+StepTable BuildSteps(const EventTable& events) { return BuildSteps(std::vector{&events}); }
+
+StepTable BuildSteps(const std::vector<const EventTable*>& tables) {
+  // Keys name nodes and modes by run-wide codes: a (node, rank, pid, mode, step) is one row
+  // whichever table holds its step or its parts.
   using Key = std::tuple<int32_t, int64_t, int64_t, int32_t, int64_t>;  // node rank pid mode step
-  std::map<Key, size_t> row_of;
-  StepTable out;
+  Dictionary node_ids, mode_ids;
+  struct Codes {
+    std::vector<int32_t> node, mode;
+    int32_t step_cat = -1;
+    int32_t part_cats[4] = {-1, -1, -1, -1};
+  };
   auto find_code = [](const Dictionary& d, const std::string& v) -> int32_t {
     const auto& values = d.values();
     auto it = std::find(values.begin(), values.end(), v);
     return it == values.end() ? -1 : static_cast<int32_t>(it - values.begin());
   };
-  const int32_t step_cat = find_code(events.categories, model::kCategoryStep);
-  const int32_t part_cats[4] = {find_code(events.categories, model::kCategoryDataWait),
-                                find_code(events.categories, model::kCategoryForward),
-                                find_code(events.categories, model::kCategoryBackward),
-                                find_code(events.categories, model::kCategoryOptimizer)};
-  if (step_cat < 0) return out;
-  // Steps first, in time order.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (events.category[i] == step_cat && events.kind[i] == 0) order.push_back(i);
+  std::vector<Codes> codes(tables.size());
+  // (table, row) of every step span, in the tables' order.
+  std::vector<std::pair<uint32_t, uint32_t>> order;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const EventTable& e = *tables[t];
+    Codes& c = codes[t];
+    for (const std::string& n : e.nodes.values()) c.node.push_back(node_ids.Code(n));
+    for (const std::string& m : e.modes.values()) c.mode.push_back(mode_ids.Code(m));
+    c.step_cat = find_code(e.categories, model::kCategoryStep);
+    const char* parts[4] = {model::kCategoryDataWait, model::kCategoryForward,
+                            model::kCategoryBackward, model::kCategoryOptimizer};
+    for (int p = 0; p < 4; ++p) c.part_cats[p] = find_code(e.categories, parts[p]);
+    if (c.step_cat < 0) continue;
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (e.category[i] == c.step_cat && e.kind[i] == 0) {
+        order.push_back({static_cast<uint32_t>(t), static_cast<uint32_t>(i)});
+      }
+    }
   }
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return events.start_ns[a] < events.start_ns[b]; });
-  for (size_t i : order) {
-    Key key{events.node[i], events.rank[i], events.pid[i], events.mode[i], events.step[i]};
-    if (row_of.count(key)) continue;  // a duplicate step record: keep the first
-    row_of[key] = out.size();
-    out.node.push_back(out.nodes.Code(events.nodes.at(events.node[i])));
-    out.mode.push_back(out.modes.Code(events.modes.at(events.mode[i])));
-    out.rank.push_back(events.rank[i]);
-    out.pid.push_back(events.pid[i]);
-    out.step.push_back(events.step[i]);
-    out.start_ns.push_back(events.start_ns[i]);
-    out.duration_ns.push_back(events.duration_ns[i]);
+  auto key_of = [&](size_t t, size_t i) {
+    const EventTable& e = *tables[t];
+    return Key{codes[t].node[static_cast<size_t>(e.node[i])], e.rank[i], e.pid[i],
+               codes[t].mode[static_cast<size_t>(e.mode[i])], e.step[i]};
+  };
+  // Steps first, in time order; equal starts keep the tables' order, so that tables sorted by
+  // start (stably, in store order) give the rows of their merged table.
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    return tables[a.first]->start_ns[a.second] < tables[b.first]->start_ns[b.second];
+  });
+  std::map<Key, size_t> row_of;
+  StepTable out;
+  for (const auto& [t, i] : order) {
+    const EventTable& e = *tables[t];
+    auto [it, inserted] = row_of.emplace(key_of(t, i), out.size());
+    if (!inserted) continue;  // a duplicate step record: keep the first
+    out.node.push_back(out.nodes.Code(e.nodes.at(e.node[i])));
+    out.mode.push_back(out.modes.Code(e.modes.at(e.mode[i])));
+    out.rank.push_back(e.rank[i]);
+    out.pid.push_back(e.pid[i]);
+    out.step.push_back(e.step[i]);
+    out.start_ns.push_back(e.start_ns[i]);
+    out.duration_ns.push_back(e.duration_ns[i]);
     for (auto* col : {&out.data_wait_ns, &out.forward_ns, &out.backward_ns, &out.optimizer_ns}) {
       col->push_back(model::kMissing);
     }
   }
+  if (row_of.empty()) return out;
   std::vector<int64_t>* part_cols[4] = {&out.data_wait_ns, &out.forward_ns, &out.backward_ns,
                                         &out.optimizer_ns};
-  for (size_t i = 0; i < events.size(); ++i) {
-    for (int p = 0; p < 4; ++p) {
-      if (part_cats[p] < 0 || events.category[i] != part_cats[p]) continue;
-      Key key{events.node[i], events.rank[i], events.pid[i], events.mode[i], events.step[i]};
-      auto it = row_of.find(key);
-      if (it == row_of.end()) continue;
-      int64_t& cell = (*part_cols[p])[it->second];
-      cell = (cell == model::kMissing ? 0 : cell) + events.duration_ns[i];
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const EventTable& e = *tables[t];
+    const Codes& c = codes[t];
+    for (size_t i = 0; i < e.size(); ++i) {
+      for (int p = 0; p < 4; ++p) {
+        if (c.part_cats[p] < 0 || e.category[i] != c.part_cats[p]) continue;
+        auto it = row_of.find(key_of(t, i));
+        if (it == row_of.end()) continue;
+        int64_t& cell = (*part_cols[p])[it->second];
+        cell = (cell == model::kMissing ? 0 : cell) + e.duration_ns[i];
+      }
     }
   }
   return out;
+}
+
+StepTable BuildSteps(const std::vector<StoreEvents>& stores) {
+  std::vector<const EventTable*> tables(stores.size());
+  for (size_t i = 0; i < stores.size(); ++i) tables[i] = &stores[i].events;
+  return BuildSteps(tables);
 }
 
 StatusOr<StepTable> RunReader::Steps() {

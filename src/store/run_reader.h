@@ -116,8 +116,13 @@ class RunReader {
 
 // Turns events into one row per step: a "step" span gives the step's start and duration; the
 // data_wait / forward / backward / optimizer spans with the same (node, rank, pid, mode, step)
-// add up into its parts.
+// add up into its parts. Steps are in time order (equal starts in the table's order).
 StepTable BuildSteps(const EventTable& events);
+// The same over several tables, each sorted by start, as if over the table merging them (rows
+// by start, equal starts in the tables' order): analyze builds its steps from the per-store
+// tables it has read instead of reading the run's events again.
+StepTable BuildSteps(const std::vector<const EventTable*>& tables);
+StepTable BuildSteps(const std::vector<StoreEvents>& stores);  // EventsByStore()'s tables
 
 struct RunSummary {
   std::string dir;

@@ -346,6 +346,94 @@ TEST(RunReaderTest, TailOfSelectedSeriesEqualsTheWholeReadOfThem) {
   }
 }
 
+// BuildSteps over the per-store tables (what analyze reads) gives the rows Steps() builds from the
+// merged table: steps from three stores (a node's store, a process store on the same node, a
+// second node) with starts equal across stores, a duplicate step record, and a step whose parts
+// are in another store than its step span. Hand-counted truth beside the comparison.
+TEST(RunReaderTest, StepsOfTheStoresEqualTheStepsOfTheMergedTable) {
+  std::string dir = MakeEmptyRun("trainprof_steps_by_store", "sb");
+  auto step = [](int64_t rank, int64_t pid, int64_t n, int64_t start, int64_t dur,
+                 const std::string& category = model::kCategoryStep) {
+    model::Event e = Span(category, n, start, dur, rank);
+    e.pid = pid;
+    return e;
+  };
+  {
+    auto w = OpenNodeWriter(dir, TestNode("a"));
+    ASSERT_TRUE(w.ok());
+    for (int n = 0; n < 6; ++n) {
+      (*w)->AppendEvent(step(0, 100, n, kT0 + n * 10 * kMs, 8 * kMs));
+      (*w)->AppendEvent(step(0, 100, n, kT0 + n * 10 * kMs, 2 * kMs, model::kCategoryDataWait));
+    }
+    // A second record of step 3 (later): the first is kept.
+    (*w)->AppendEvent(step(0, 100, 3, kT0 + 35 * kMs, 1 * kMs));
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  {
+    // The process store of pid 200 on node a: its own steps, and the forward part of rank 0's
+    // step 2 (its step span is in the node's store).
+    auto w = NodeStoreWriter::Open(ProcessStorePath(dir, "a", 200), TestNode("a"));
+    ASSERT_TRUE(w.ok());
+    for (int n = 0; n < 6; ++n) {
+      (*w)->AppendEvent(step(1, 200, n, kT0 + n * 10 * kMs, 9 * kMs));
+      (*w)->AppendEvent(step(1, 200, n, kT0 + n * 10 * kMs + kMs, 3 * kMs,
+                             model::kCategoryBackward));
+    }
+    (*w)->AppendEvent(step(0, 100, 2, kT0 + 21 * kMs, 4 * kMs, model::kCategoryForward));
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  {
+    auto w = OpenNodeWriter(dir, TestNode("b"));
+    ASSERT_TRUE(w.ok());
+    for (int n = 0; n < 6; ++n) {
+      model::Event e = step(2, 300, n, kT0 + n * 10 * kMs, 7 * kMs);
+      e.mode = n < 4 ? "train" : "eval";
+      (*w)->AppendEvent(e);
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  auto merged = (*r)->Steps();
+  ASSERT_TRUE(merged.ok());
+  auto by_store = (*r)->EventsByStore({});
+  ASSERT_TRUE(by_store.ok());
+  ASSERT_EQ(by_store->size(), 3u);
+  const StepTable got = BuildSteps(*by_store);
+  // Truth: 6 steps for each of the three (rank, pid), the duplicate dropped.
+  ASSERT_EQ(got.size(), 18u);
+  EXPECT_TRUE(std::is_sorted(got.start_ns.begin(), got.start_ns.end()));
+  size_t rank0_step2 = got.size(), rank0_step3 = got.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got.rank[i] == 0 && got.step[i] == 2) rank0_step2 = i;
+    if (got.rank[i] == 0 && got.step[i] == 3) rank0_step3 = i;
+  }
+  ASSERT_LT(rank0_step2, got.size());
+  ASSERT_LT(rank0_step3, got.size());
+  EXPECT_EQ(got.forward_ns[rank0_step2], 4 * kMs);  // from the other store
+  EXPECT_EQ(got.data_wait_ns[rank0_step2], 2 * kMs);
+  EXPECT_EQ(got.duration_ns[rank0_step3], 8 * kMs);  // the first record
+  // Equal starts keep the stores' order, by path: nodes/a/proc-200.sqlite, nodes/a/store.sqlite,
+  // nodes/b/store.sqlite.
+  EXPECT_EQ(got.rank[0], 1);
+  EXPECT_EQ(got.rank[1], 0);
+  EXPECT_EQ(got.rank[2], 2);
+  // Every column and dictionary equals the merged table's steps.
+  EXPECT_EQ(got.nodes.values(), merged->nodes.values());
+  EXPECT_EQ(got.modes.values(), merged->modes.values());
+  EXPECT_EQ(got.node, merged->node);
+  EXPECT_EQ(got.mode, merged->mode);
+  EXPECT_EQ(got.rank, merged->rank);
+  EXPECT_EQ(got.pid, merged->pid);
+  EXPECT_EQ(got.step, merged->step);
+  EXPECT_EQ(got.start_ns, merged->start_ns);
+  EXPECT_EQ(got.duration_ns, merged->duration_ns);
+  EXPECT_EQ(got.data_wait_ns, merged->data_wait_ns);
+  EXPECT_EQ(got.forward_ns, merged->forward_ns);
+  EXPECT_EQ(got.backward_ns, merged->backward_ns);
+  EXPECT_EQ(got.optimizer_ns, merged->optimizer_ns);
+}
+
 // EventQuery::keep_args: the events it accepts keep their args byte for byte, the others read
 // empty, and everything else about the rows is as without it; asked once per category and kind.
 TEST(RunReaderTest, KeepArgsKeepsOnlyTheArgsAsked) {

@@ -424,9 +424,9 @@ std::vector<Advice> Advise(const RankSummary& s, const tr::RankAnalysis& a) {
 }
 
 StatusOr<std::vector<RankSummary>> SummarizeRun(store::RunReader& reader,
+                                                const store::StepTable& steps,
                                                 const std::vector<tr::RankTrace>& traces,
                                                 const std::vector<tr::RankAnalysis>& analyses) {
-  TP_ASSIGN_OR_RETURN(store::StepTable steps, reader.Steps());
   TP_ASSIGN_OR_RETURN(std::vector<store::NodeSeries> series, reader.ListSeries());
   TP_ASSIGN_OR_RETURN(auto annotations, reader.Annotations());
   std::map<std::string, const model::NodeInfo*> infos;

@@ -84,8 +84,10 @@ OperatorMix MeasureOperators(const trace::RankTrace& t, const trace::RankAnalysi
 // Advice for one rank from its summary (machine, averages, operator mix) and trace analysis.
 std::vector<Advice> Advise(const RankSummary& s, const trace::RankAnalysis& a);
 
-// Reads what the summaries need from the store (steps, node facts, metrics, annotations).
+// Reads what the summaries need from the store (node facts, metrics, annotations); `steps` are
+// the run's (RunReader::Steps(), or BuildSteps of the events the caller has read).
 StatusOr<std::vector<RankSummary>> SummarizeRun(store::RunReader& reader,
+                                                const store::StepTable& steps,
                                                 const std::vector<trace::RankTrace>& traces,
                                                 const std::vector<trace::RankAnalysis>& analyses);
 

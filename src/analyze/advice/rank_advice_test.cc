@@ -121,7 +121,9 @@ std::unique_ptr<Analyzed> Analyze(const std::string& dir) {
   a->events = std::move(events).value();
   a->traces = tr::SplitByRank(a->events);
   for (const auto& t : a->traces) a->analyses.push_back(tr::AnalyzeRank(t, {}));
-  auto s = SummarizeRun(*a->reader, a->traces, a->analyses);
+  auto steps = a->reader->Steps();
+  EXPECT_TRUE(steps.ok());
+  auto s = SummarizeRun(*a->reader, *steps, a->traces, a->analyses);
   EXPECT_TRUE(s.ok()) << s.status().message();
   a->summaries = std::move(s).value();
   return a;
