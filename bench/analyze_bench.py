@@ -101,13 +101,15 @@ def write_trace(path: Path, rank: int, ranks: int, launches: int) -> None:
 
 
 def measure(args: list[str]) -> dict:
-    """One trainprof command in a fresh helper process: wall, CPU (user + sys of the child)."""
+    """One trainprof command in a fresh helper process: wall, CPU (user + sys of the child), and
+    its peak resident memory."""
     code = ("import json, resource, subprocess, sys, time\n"
             "t = time.perf_counter()\n"
             "p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)\n"
             "wall = time.perf_counter() - t\n"
             "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
             "json.dump({'rc': p.returncode, 'wall_s': wall, 'cpu_s': u.ru_utime + u.ru_stime,\n"
+            "           'peak_mib': u.ru_maxrss / 1024,\n"
             "           'out_bytes': len(p.stdout), 'stderr': p.stderr[-2000:].decode('utf-8',"
             " 'replace')}, sys.stdout)\n")
     p = subprocess.run([sys.executable, "-c", code, *trainprof_cmd(), *args], capture_output=True,
@@ -148,13 +150,14 @@ def main() -> int:
             for t in traces:
                 os.unlink(t)
         events = run_events(run)
-        walls, cpus, out_bytes = [], [], 0
+        walls, cpus, peaks, out_bytes = [], [], [], 0
         for _ in range(a.reps):
             m = measure(["analyze", str(run), "--json"])
             if m["rc"] != 0:
                 raise RuntimeError(f"trainprof analyze exited {m['rc']}: {m['stderr']}")
             walls.append(m["wall_s"])
             cpus.append(m["cpu_s"])
+            peaks.append(m["peak_mib"])
             out_bytes = m["out_bytes"]
         rates = [events / w for w in walls]
         wall = statistics.median(walls)
@@ -163,7 +166,8 @@ def main() -> int:
         print(f"analyze --json of {a.ranks} ranks, {events:,} events "
               f"({out_bytes / 1e6:.1f} MB of JSON), median of {a.reps}: {wall:.3f} s wall, "
               f"{cpu:.3f} s CPU (CPU/wall {cpu / wall:.2f}): {rate / 1e6:.2f} M events/s wall, "
-              f"{events / cpu / 1e6:.2f} M events/s CPU; load {os.getloadavg()[0]:.2f}")
+              f"{events / cpu / 1e6:.2f} M events/s CPU; peak memory "
+              f"{statistics.median(peaks):.0f} MiB; load {os.getloadavg()[0]:.2f}")
         results.add("analyze.events_per_s", rates)
         results.add("analyze.cpu_per_wall", [c / w for c, w in zip(cpus, walls)])
         met = rate >= TARGET_EVENTS_PER_S

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "analyze/trace/rank_trace.h"
 #include "model/event.h"
 #include "model/finding.h"
 #include "model/run_metadata.h"
@@ -320,6 +321,15 @@ void ReadEverything(const std::string& dir, const std::string& store) {
     if (node.ReadMetrics({}, &metrics, &problems).ok()) CheckMetrics(metrics);
     EventTable events;
     if (node.ReadEvents({}, &events, &problems).ok()) CheckEvents(events);
+    // analyze's read: the chunks split by rank as they are decoded.
+    analyze::trace::StoreSplit split;
+    if (analyze::trace::SplitStoreByRank(node, &problems, &split).ok()) {
+      for (const analyze::trace::RankTrace& t : split.ranks) {
+        for (const auto& a : t.gpu) Check(static_cast<size_t>(a.name) < t.names->values().size());
+        for (const auto& c : t.cpu) Check(static_cast<size_t>(c.name) < t.names->values().size());
+      }
+      CheckEvents(split.step_events);
+    }
     (void)node.Findings();
     (void)node.Counters();
     (void)node.Annotations();

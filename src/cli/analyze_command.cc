@@ -45,11 +45,10 @@ std::string Pct(double v) {
 struct Loaded {
   std::unique_ptr<store::RunReader> reader;
   store::EventTable events;  // the merged table (--hta-compat, or ranks across stores)
-  // Per store (the usual path): the rank traces point into these tables' dictionaries; their
-  // columns are freed once split.
-  std::vector<store::StoreEvents> stores;
+  // Per store (the usual path): the rank traces point into their dictionaries.
+  std::vector<std::unique_ptr<tr::StoreSplit>> stores;
   std::vector<tr::RankTrace> ranks;
-  store::StepTable steps;  // built from the rows read, before they are freed
+  store::StepTable steps;  // from the events read (RunReader::Steps() would read them again)
 };
 
 // The merged read: every store's events in one table, split by rank.
@@ -61,27 +60,11 @@ Status LoadMerged(Loaded* l) {
   return OkStatus();
 }
 
-// Drops an event table's rows, keeping its dictionaries (rank traces name events by code).
-void FreeRows(store::EventTable* t) {
-  store::EventTable rows;
-  std::swap(rows.node, t->node);
-  std::swap(rows.name, t->name);
-  std::swap(rows.category, t->category);
-  std::swap(rows.mode, t->mode);
-  std::swap(rows.kind, t->kind);
-  std::swap(rows.rank, t->rank);
-  std::swap(rows.pid, t->pid);
-  std::swap(rows.tid, t->tid);
-  std::swap(rows.step, t->step);
-  std::swap(rows.start_ns, t->start_ns);
-  std::swap(rows.duration_ns, t->duration_ns);
-  std::swap(rows.args, t->args);
-}
-
 // Heap-allocated: the rank traces point into the event tables' dictionaries.
-// Usually each store is read and split into its ranks on a small thread pool (a node's ranks
-// are in its own store): the same traces as splitting the merged table, since a rank's events
-// keep their order. When a rank (or a node without ranks) has events in several stores, or with
+// Usually each store's chunks are split into its ranks as they are decoded, the stores on a
+// small thread pool (a node's ranks are in its own store): the same traces as splitting the
+// merged table, since a rank's events keep their order. When a rank (or a node without ranks) has
+// events in several stores, or with
 // --hta-compat (which reads the merged table), the merged table is read instead.
 StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run, bool merged) {
   auto l = std::make_unique<Loaded>();
@@ -90,21 +73,19 @@ StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run, bool merged) {
     TP_RETURN_IF_ERROR(LoadMerged(l.get()));
     return l;
   }
-  // Only SplitByRank reads the rows (then they are freed): the args it does not read are not
-  // copied. The merged read below keeps every event's args (--hta-compat reads them).
-  store::EventQuery query;
-  query.keep_args = tr::SplitByRankReadsArgs;
-  TP_ASSIGN_OR_RETURN(l->stores, l->reader->EventsByStore(query));
-  std::vector<std::vector<tr::RankTrace>> split(l->stores.size());
-  ParallelFor(l->stores.size(), [&](size_t i) { split[i] = tr::SplitByRank(l->stores[i].events); });
-  // The steps of the rows read (RunReader::Steps() would read and decode every event again).
-  l->steps = store::BuildSteps(l->stores);
-  for (size_t i = 0; i < l->stores.size(); ++i) FreeRows(&l->stores[i].events);
+  l->stores.resize(l->reader->StoreCount());
+  l->reader->ForEachStore([&](size_t i, store::NodeStoreReader& store, store::ReadProblems* p) {
+    l->stores[i] = std::make_unique<tr::StoreSplit>();
+    return tr::SplitStoreByRank(store, p, l->stores[i].get());
+  });
+  std::vector<const store::EventTable*> step_events;
+  for (const auto& s : l->stores) step_events.push_back(&s->step_events);
+  l->steps = store::BuildSteps(step_events);
   // SplitByRank's order: by (rank, node when the rank is unknown).
   using Key = std::pair<int64_t, std::string>;
   std::vector<std::pair<Key, tr::RankTrace*>> keyed;
-  for (auto& traces : split) {
-    for (tr::RankTrace& t : traces) {
+  for (auto& store : l->stores) {
+    for (tr::RankTrace& t : store->ranks) {
       keyed.push_back({{t.rank, t.rank >= 0 ? std::string() : t.node}, &t});
     }
   }

@@ -397,12 +397,6 @@ Status NodeStoreReader::ReadMetrics(const MetricQuery& query, MetricTable* out,
 Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, ReadProblems* problems,
                                    int64_t after_chunk_id, int64_t* max_chunk_id) {
   if (!Selected(query.nodes, info_.node)) return OkStatus();
-  TP_ASSIGN_OR_RETURN(
-      auto lease,
-      db_->Cached("SELECT id, count, data FROM event_chunks WHERE id > ? AND first_start_ns < ? "
-                  "AND max_end_ns >= ? ORDER BY first_start_ns, id"));
-  SqliteStmt& chunks = *lease;
-  chunks.Bind(1, after_chunk_id).Bind(2, query.end_ns).Bind(3, query.start_ns);
   int32_t node_code = out->nodes.Code(info_.node);
   // `out`'s dictionary codes by this store's string id, resolved once per id, not hashed per
   // event (ids are dense indexes into strings_).
@@ -436,40 +430,7 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
     if (ok < 0) ok = query.keep_args(category, kind) ? 1 : 0;
     return ok == 1;
   };
-  Status status;
-  // Chunk k+1 is decompressed and decoded on a second thread while chunk k's events are kept
-  // here (two cores read a store of several chunks in about the time of the keeping); the first
-  // chunk is decoded on this thread, so a one-chunk store starts no thread, and so is a small
-  // chunk (a live poll's few hundred events: a thread costs more than decoding them). Two chunks
-  // in memory.
-  struct Chunk {
-    int64_t id = 0;
-    size_t count = 0;
-    std::string blob;  // copied: stepping the statement invalidates it
-    std::string raw;   // the decompressed chunk, reused: events[i].args view it
-    EventChunkColumns events;
-    Status status;
-    void Decode() { status = DecodeEventChunkColumns(blob, count, &raw, &events); }
-  };
-  Chunk slots[2];
-  Chunk* cur = &slots[0];
-  Chunk* next = &slots[1];
-  auto fetch = [&](Chunk* c) {
-    if (!chunks.Step(&status)) return false;
-    c->id = chunks.Int(0);
-    c->count = static_cast<size_t>(chunks.Int(1));
-    c->blob.assign(chunks.Blob(2));
-    return true;
-  };
-  auto keep = [&](const Chunk& c) {
-    if (max_chunk_id) *max_chunk_id = std::max(*max_chunk_id, c.id);
-    const int64_t chunk_id = c.id;
-    if (!c.status.ok()) {
-      problems->Add(path_ + ": event chunk " + std::to_string(chunk_id) + ": " +
-                    c.status.message());
-      return;
-    }
-    const EventChunkColumns& e = c.events;
+  auto keep = [&](int64_t chunk_id, const EventChunkColumns& e) {
     // Room for the whole chunk at once (growing geometrically), not column by column per event,
     // when the query keeps most of it (no filter but the time range, which chose the chunks).
     const bool keeps_most = query.names.empty() && query.categories.empty() && query.ranks.empty();
@@ -519,6 +480,57 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
         out->args.emplace_back();
       }
     }
+  };
+  return ForEachEventChunk(query.start_ns, query.end_ns, after_chunk_id, max_chunk_id, problems,
+                           keep);
+}
+
+Status NodeStoreReader::VisitEventChunks(int64_t start_ns, int64_t end_ns, ReadProblems* problems,
+                                         const EventChunkVisitor& visit) {
+  return ForEachEventChunk(start_ns, end_ns, 0, nullptr, problems, visit);
+}
+
+Status NodeStoreReader::ForEachEventChunk(int64_t start_ns, int64_t end_ns, int64_t after_chunk_id,
+                                          int64_t* max_chunk_id, ReadProblems* problems,
+                                          const EventChunkVisitor& visit) {
+  TP_ASSIGN_OR_RETURN(
+      auto lease,
+      db_->Cached("SELECT id, count, data FROM event_chunks WHERE id > ? AND first_start_ns < ? "
+                  "AND max_end_ns >= ? ORDER BY first_start_ns, id"));
+  SqliteStmt& chunks = *lease;
+  chunks.Bind(1, after_chunk_id).Bind(2, end_ns).Bind(3, start_ns);
+  Status status;
+  // Chunk k+1 is decompressed and decoded on a second thread while chunk k's events are kept
+  // here (two cores read a store of several chunks in about the time of the keeping); the first
+  // chunk is decoded on this thread, so a one-chunk store starts no thread, and so is a small
+  // chunk (a live poll's few hundred events: a thread costs more than decoding them). Two chunks
+  // in memory.
+  struct Chunk {
+    int64_t id = 0;
+    size_t count = 0;
+    std::string blob;  // copied: stepping the statement invalidates it
+    std::string raw;   // the decompressed chunk, reused: events[i].args view it
+    EventChunkColumns events;
+    Status status;
+    void Decode() { status = DecodeEventChunkColumns(blob, count, &raw, &events); }
+  };
+  Chunk slots[2];
+  Chunk* cur = &slots[0];
+  Chunk* next = &slots[1];
+  auto fetch = [&](Chunk* c) {
+    if (!chunks.Step(&status)) return false;
+    c->id = chunks.Int(0);
+    c->count = static_cast<size_t>(chunks.Int(1));
+    c->blob.assign(chunks.Blob(2));
+    return true;
+  };
+  auto keep = [&](const Chunk& c) {
+    if (max_chunk_id) *max_chunk_id = std::max(*max_chunk_id, c.id);
+    if (!c.status.ok()) {
+      problems->Add(path_ + ": event chunk " + std::to_string(c.id) + ": " + c.status.message());
+      return;
+    }
+    visit(c.id, c.events);
   };
   bool more = fetch(cur);
   if (more) cur->Decode();

@@ -4,6 +4,7 @@
 // Corrupt chunks are skipped and reported through ReadProblems; the rest stays readable.
 // Threads: one reader per thread.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,8 @@ struct Annotation {
   std::string value;
 };
 
+struct EventChunkColumns;  // store/codec.h
+
 class NodeStoreReader {
  public:
   static StatusOr<std::unique_ptr<NodeStoreReader>> Open(const std::string& path);
@@ -60,6 +63,18 @@ class NodeStoreReader {
   // and *max_chunk_id receives the largest id seen.
   Status ReadEvents(const EventQuery& query, EventTable* out, ReadProblems* problems,
                     int64_t after_chunk_id = 0, int64_t* max_chunk_id = nullptr);
+  // The event chunks overlapping [start_ns, end_ns), one decoded chunk at a time, in the order
+  // ReadEvents reads them (by first start; the events are not sorted by start within or across
+  // chunks), for a reader that folds events into its own structures instead of an EventTable
+  // (trace analysis: a million events' table is most of the cost of reading them). The chunk's
+  // events are as the store holds them: every one, whatever its time, names as string ids
+  // (StringById) and args viewing a buffer valid during the call. Corrupt chunks are skipped
+  // and named in `problems`.
+  using EventChunkVisitor = std::function<void(int64_t chunk_id, const EventChunkColumns& chunk)>;
+  Status VisitEventChunks(int64_t start_ns, int64_t end_ns, ReadProblems* problems,
+                          const EventChunkVisitor& visit);
+  // The string a chunk names by `id`; nullptr when the store has none (a damaged chunk).
+  const std::string* StringById(uint32_t id);
   StatusOr<std::vector<model::Finding>> Findings();
   StatusOr<std::map<std::string, int64_t>> Counters();
   StatusOr<std::vector<Annotation>> Annotations();
@@ -76,7 +91,9 @@ class NodeStoreReader {
       : db_(std::move(db)), path_(std::move(path)) {}
   Status LoadStrings();
   Status RefreshSeries();
-  const std::string* StringById(uint32_t id);
+  Status ForEachEventChunk(int64_t start_ns, int64_t end_ns, int64_t after_chunk_id,
+                           int64_t* max_chunk_id, ReadProblems* problems,
+                           const EventChunkVisitor& visit);
   struct SeriesRow {
     int64_t id;
     std::string metric, device;

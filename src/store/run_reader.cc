@@ -294,6 +294,20 @@ StatusOr<std::vector<StoreEvents>> RunReader::EventsByStore(const EventQuery& qu
   return out;
 }
 
+void RunReader::ForEachStore(
+    const std::function<Status(size_t, NodeStoreReader&, ReadProblems*)>& read) {
+  const std::vector<NodeStoreReader*> stores = SelectedStores({});
+  std::vector<ReadProblems> part_problems(stores.size());
+  std::vector<Status> status(stores.size());
+  ParallelFor(stores.size(), [&](size_t i) { status[i] = read(i, *stores[i], &part_problems[i]); });
+  ReadProblems problems;
+  for (size_t i = 0; i < stores.size(); ++i) {
+    Merge(part_problems[i], &problems);
+    if (!status[i].ok()) problems.Add(status[i].message());
+  }
+  NoteProblems(problems);
+}
+
 template <typename Table, typename ReadFn>
 StatusOr<Table> RunReader::ReadSince(ChunkCursor* cursor, bool refresh, const ReadFn& read) {
   if (refresh) TP_RETURN_IF_ERROR(Refresh());

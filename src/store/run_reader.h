@@ -65,6 +65,13 @@ class RunReader {
   // Events() is these tables appended and ordered by start, the order within a store kept.
   // For work that splits by store (a node's ranks), without merging dictionaries first.
   StatusOr<std::vector<StoreEvents>> EventsByStore(const EventQuery& query);
+  // The run's stores, in EventsByStore's order.
+  size_t StoreCount() const { return nodes_.size(); }
+  // read(i, store i, problems) for every store, the stores on a small thread pool, each used by
+  // one thread at a time; the problems are noted as a read of the run notes them. For readers
+  // that fold a store's event chunks into their own structures (NodeStoreReader::
+  // VisitEventChunks) instead of reading an EventTable.
+  void ForEachStore(const std::function<Status(size_t, NodeStoreReader&, ReadProblems*)>& read);
   // Samples written since `cursor` (updated) inside the query's window, each once.
   // Both refresh first (new node stores) unless `refresh` is false.
   StatusOr<MetricTable> SystemMetricsSince(ChunkCursor* cursor, const MetricQuery& query = {},

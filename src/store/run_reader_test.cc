@@ -376,8 +376,8 @@ TEST(RunReaderTest, StepsOfTheStoresEqualTheStepsOfTheMergedTable) {
     ASSERT_TRUE(w.ok());
     for (int n = 0; n < 6; ++n) {
       (*w)->AppendEvent(step(1, 200, n, kT0 + n * 10 * kMs, 9 * kMs));
-      (*w)->AppendEvent(step(1, 200, n, kT0 + n * 10 * kMs + kMs, 3 * kMs,
-                             model::kCategoryBackward));
+      (*w)->AppendEvent(
+          step(1, 200, n, kT0 + n * 10 * kMs + kMs, 3 * kMs, model::kCategoryBackward));
     }
     (*w)->AppendEvent(step(0, 100, 2, kT0 + 21 * kMs, 4 * kMs, model::kCategoryForward));
     ASSERT_TRUE((*w)->Close().ok());

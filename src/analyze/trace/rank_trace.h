@@ -6,10 +6,18 @@
 // Threads: plain data, read-only after construction.
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "store/tables.h"
+
+namespace trainprof::store {
+class NodeStoreReader;
+}  // namespace trainprof::store
 
 namespace trainprof::analyze::trace {
 
@@ -48,15 +56,68 @@ struct RankTrace {
   const std::string& Name(int32_t code) const { return names->at(code); }
 };
 
+// Builds rank traces from events given one at a time, in any order: each rank's activities and
+// spans are sorted by start at the end, equal starts in the order given (so events in a store's
+// chunk order give the traces of the same events sorted by start first). SplitByRank is this
+// over a table; analyze feeds it a store's chunks straight (SplitStoreByRank).
+class RankSplitter {
+ public:
+  // Events name their name, category and node by codes of these dictionaries, which may grow
+  // between Add()s. `names` must outlive the traces (they name events by it).
+  RankSplitter(const store::Dictionary* names, const store::Dictionary* categories,
+               const store::Dictionary* nodes);
+  struct Event {
+    int32_t name = 0, category = 0, node = 0;
+    uint8_t kind = 0;                              // model::EventKind
+    int64_t rank = 0, pid = 0, tid = 0, step = 0;  // model::kMissing when absent
+    int64_t start_ns = 0, duration_ns = 0;
+    std::string_view args;  // read during the call only
+  };
+  void Add(const Event& e);
+  // The traces, by (rank, node when the rank is unknown).
+  std::vector<RankTrace> Finish();
+
+  // What a category makes of its events: a device activity of some kind, or a CPU span.
+  enum class CatRole : uint8_t { kNamedDevice, kMemcpy, kMemset, kSync, kCpu };
+  static CatRole RoleOf(const std::string& category);
+
+ private:
+  void Learn(const Event& e);  // extends the per-code tables to the event's codes
+  const store::Dictionary* names_;
+  const store::Dictionary* categories_;
+  const store::Dictionary* nodes_;
+  std::vector<CatRole> role_;        // by category code
+  std::vector<CpuKind> cpu_kind_;    // by category code
+  std::vector<GpuKind> named_kind_;  // by name code
+  std::vector<char> step_name_;      // by name code: a ProfilerStep#N span
+  std::map<std::pair<int64_t, std::string>, RankTrace> by_key_;
+  std::map<std::pair<int64_t, int32_t>, RankTrace*> by_code_;  // (rank, node code or -1)
+  std::pair<int64_t, int32_t> last_code_{-2, -2};
+  RankTrace* last_ = nullptr;
+};
+
 // Groups a table's events by (rank, or node when the rank is missing). The table must outlive
 // the result (names point into it).
 std::vector<RankTrace> SplitByRank(const store::EventTable& events);
+// One store's events split by rank straight from its chunks, without an EventTable (a million
+// events' table was most of analyze's read): the traces SplitByRank gives for the store's
+// RunReader::EventsByStore table. Also keeps the events store::BuildSteps reads (steps and
+// their data-wait / forward / backward / optimizer parts) for the run's steps. Held by pointer:
+// the traces name events by `names`.
+struct StoreSplit {
+  store::Dictionary names, categories, nodes;
+  std::vector<RankTrace> ranks;
+  store::EventTable step_events;
+};
+Status SplitStoreByRank(store::NodeStoreReader& store, store::ReadProblems* problems,
+                        StoreSplit* out);
+
 // Whether SplitByRank reads the args of an event of this category and kind (a device
 // activity's correlation and stream, a runtime call's correlation): EventQuery::keep_args for
 // a read that only feeds it.
 bool SplitByRankReadsArgs(const std::string& category, model::EventKind kind);
 
 // The integer value of `"key":` in a JSON args text, or -1 when absent.
-int64_t ArgInt(const std::string& args, const char* quoted_key);
+int64_t ArgInt(std::string_view args, const char* quoted_key);
 
 }  // namespace trainprof::analyze::trace

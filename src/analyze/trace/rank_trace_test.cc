@@ -1,0 +1,154 @@
+// SplitStoreByRank (analyze's read: a store's chunks split by rank as they are decoded) against
+// SplitByRank of the same store's EventTable (RunReader::EventsByStore), and the steps it keeps
+// against RunReader::Steps(), on a store whose chunks are out of start order.
+
+#include "analyze/trace/rank_trace.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <random>
+
+#include "model/event.h"
+#include "store/node_store_reader.h"
+#include "store/run_directory.h"
+#include "store/run_reader.h"
+
+namespace trainprof::analyze::trace {
+namespace {
+
+constexpr int64_t kUs = 1000;
+constexpr int64_t kT0 = 1'796'040'000LL * 1'000'000'000LL;
+
+// Every field of a rank's trace, names as strings.
+std::vector<std::string> Rows(const RankTrace& t) {
+  std::vector<std::string> out = {"rank " + std::to_string(t.rank) + " " + t.label + " " + t.node};
+  for (const GpuActivity& a : t.gpu) {
+    out.push_back("gpu " + t.Name(a.name) + " " + std::to_string(a.start_ns) + " " +
+                  std::to_string(a.end_ns) + " " + std::to_string(a.device) + " " +
+                  std::to_string(a.stream) + " " + std::to_string(a.correlation) + " " +
+                  std::to_string(static_cast<int>(a.kind)));
+  }
+  for (const CpuSpan& c : t.cpu) {
+    out.push_back("cpu " + t.Name(c.name) + " " + std::to_string(c.start_ns) + " " +
+                  std::to_string(c.end_ns) + " " + std::to_string(c.tid) + " " +
+                  std::to_string(c.correlation) + " " + std::to_string(c.step) + " " +
+                  std::to_string(static_cast<int>(c.kind)));
+  }
+  return out;
+}
+
+TEST(RankTraceTest, SplitStoreByRankEqualsSplitByRankOfTheStoreTable) {
+  std::string dir = "/tmp/rank_trace_test_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  model::RunMetadata meta;
+  meta.run_id = "split";
+  meta.start_ns = kT0;
+  ASSERT_TRUE(store::WriteRunMetadata(dir, meta).ok());
+  model::NodeInfo info;
+  info.node = "host";
+  store::WriterOptions options;
+  options.max_events_per_chunk = 50;  // many chunks, overlapping in time
+  auto w = store::OpenNodeWriter(dir, info, options);
+  ASSERT_TRUE(w.ok());
+  // Per rank (0, 1 and none), per step: a step span with its data-wait and forward parts, a
+  // ProfilerStep# annotation, operators, runtime calls and the kernels they launch (one a memcpy
+  // named as a kernel), an instant; two kernels of a step start together (equal starts).
+  std::vector<model::Event> events;
+  int64_t correlation = 1;
+  size_t kernels = 0, runtime = 0;
+  for (int64_t rank : {int64_t{0}, int64_t{1}, model::kMissing}) {
+    for (int64_t step = 0; step < 40; ++step) {
+      const int64_t t = kT0 + step * 1000 * kUs;
+      auto add = [&](const std::string& name, const std::string& cat, int64_t start, int64_t dur,
+                     int64_t pid, int64_t tid, const std::string& args = "") {
+        model::Event e;
+        e.name = name;
+        e.category = cat;
+        e.start_ns = start;
+        e.duration_ns = dur;
+        e.rank = rank;
+        e.pid = pid;
+        e.tid = tid;
+        e.args = args;
+        e.step = step;
+        e.mode = "train";
+        events.push_back(e);
+        return &events.back();
+      };
+      add("step", model::kCategoryStep, t, 900 * kUs, 10, 10);
+      add("data_wait", model::kCategoryDataWait, t, 100 * kUs, 10, 10);
+      add("forward", model::kCategoryForward, t + 100 * kUs, 300 * kUs, 10, 10);
+      add("ProfilerStep#" + std::to_string(step), "user_annotation", t, 900 * kUs, 10, 10);
+      add("aten::mm", "cpu_op", t + 120 * kUs, 50 * kUs, 10, 10);
+      for (int k = 0; k < 3; ++k) {
+        const std::string corr = "{\"correlation\": " + std::to_string(correlation) + "}";
+        add("cudaLaunchKernel", "cuda_runtime", t + (130 + k) * kUs, kUs, 10, 10, corr);
+        ++runtime;
+        // Kernels 1 and 2 start together; kernel 2 is a copy; the stream from the args.
+        add(k == 2 ? "Memcpy HtoD" : "gemm_" + std::to_string(k), "kernel",
+            t + (k == 0 ? 200 : 300) * kUs, 40 * kUs, 0, model::kMissing,
+            "{\"correlation\": " + std::to_string(correlation) +
+                ", \"stream\": " + std::to_string(7 + k) + "}");
+        ++kernels;
+        ++correlation;
+      }
+      model::Event* mark = add("mark", "user_annotation", t + 5 * kUs, 0, 10, 10);
+      mark->kind = model::EventKind::kInstant;
+    }
+  }
+  // Written out of start order: the chunks' events, and the chunks, are not sorted by start.
+  std::mt19937 rng(7);
+  std::shuffle(events.begin(), events.end(), rng);
+  for (const model::Event& e : events) (*w)->AppendEvent(e);
+  ASSERT_TRUE((*w)->Close().ok());
+
+  auto reader = store::RunReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto tables = (*reader)->EventsByStore({});
+  ASSERT_TRUE(tables.ok());
+  ASSERT_EQ(tables->size(), 1u);
+  const std::vector<RankTrace> want = SplitByRank((*tables)[0].events);
+
+  ASSERT_EQ((*reader)->StoreCount(), 1u);
+  StoreSplit split;
+  (*reader)->ForEachStore([&](size_t, store::NodeStoreReader& store, store::ReadProblems* p) {
+    return SplitStoreByRank(store, p, &split);
+  });
+  ASSERT_EQ(split.ranks.size(), 3u);
+  ASSERT_EQ(want.size(), 3u);
+  size_t gpu = 0, launches = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    EXPECT_EQ(Rows(split.ranks[r]), Rows(want[r])) << want[r].label;
+    gpu += split.ranks[r].gpu.size();
+    for (const CpuSpan& c : split.ranks[r].cpu) launches += c.kind == CpuKind::kRuntime;
+  }
+  // The planted counts: every kernel and launch, no instant, no ProfilerStep# span.
+  EXPECT_EQ(gpu, kernels);
+  EXPECT_EQ(launches, runtime);
+  // By (rank, node when the rank is unknown): the node's own trace first.
+  EXPECT_EQ(split.ranks[0].label, "host");
+  EXPECT_EQ(split.ranks[1].label, "0");
+  // Step, data wait, forward, aten::mm and three launches a step.
+  EXPECT_EQ(split.ranks[1].cpu.size(), 40u * 7);
+
+  // The steps from the events kept equal the run's.
+  auto steps = (*reader)->Steps();
+  ASSERT_TRUE(steps.ok());
+  const store::StepTable got =
+      store::BuildSteps(std::vector<const store::EventTable*>{&split.step_events});
+  ASSERT_EQ(got.size(), 120u);
+  EXPECT_EQ(got.nodes.values(), steps->nodes.values());
+  EXPECT_EQ(got.rank, steps->rank);
+  EXPECT_EQ(got.pid, steps->pid);
+  EXPECT_EQ(got.step, steps->step);
+  EXPECT_EQ(got.start_ns, steps->start_ns);
+  EXPECT_EQ(got.duration_ns, steps->duration_ns);
+  EXPECT_EQ(got.data_wait_ns, steps->data_wait_ns);
+  EXPECT_EQ(got.forward_ns, steps->forward_ns);
+  EXPECT_EQ(std::count(got.data_wait_ns.begin(), got.data_wait_ns.end(), 100 * kUs), 120);
+}
+
+}  // namespace
+}  // namespace trainprof::analyze::trace
