@@ -51,6 +51,25 @@ struct JudgeFrom {
   }
 };
 
+// JudgeFrom for each node, from a rule's `patience` and `settle_s` parameters: a step sets its
+// node's first step; Ready() is asked once per snapshot (it counts the node's samples).
+class NodesJudgedFrom {
+ public:
+  explicit NodesJudgedFrom(const Params& p)
+      : patience_(p.Integer("patience")), settle_ns_(p.Nanoseconds("settle_s")) {}
+  void OnStep(const StepRow& s) {
+    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
+    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
+  }
+  bool Ready(const Snapshot& snap) {
+    return Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_);
+  }
+
+ private:
+  int64_t patience_, settle_ns_;
+  std::vector<JudgeFrom> from_;
+};
+
 json SpanEvidence(const ShareSpan& s, int j, const ShareOptions& o) {
   return {{"span_start_ns", s.start_ns},
           {"span_end_ns", s.end_ns},
@@ -210,20 +229,15 @@ class LowGpuUtilizationRule : public Rule {
         p95_threshold_(this->params().Number("threshold_p95")),
         p5_threshold_(this->params().Number("threshold_p5")),
         window_(std::max<int64_t>(1, this->params().Integer("window"))),
-        patience_(this->params().Integer("patience")),
-        settle_ns_(this->params().Nanoseconds("settle_s")),
-        options_(ShareOptionsOf(this->params())) {
+        options_(ShareOptionsOf(this->params())),
+        judge_(this->params()) {
     options_.max_samples = window_;
   }
 
-  void OnStep(const StepRow& s) override {
-    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
-    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
-  }
+  void OnStep(const StepRow& s) override { judge_.OnStep(s); }
 
   void OnSnapshot(const Snapshot& snap) override {
-    const bool ready =
-        Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_);
+    const bool ready = judge_.Ready(snap);
     for (const SampleValue& v : snap.values) {
       if (v.kind != MetricKind::kGpuUtil) continue;
       ++result().datapoints;  // every value read (startup values are not judged)
@@ -331,9 +345,9 @@ class LowGpuUtilizationRule : public Rule {
   }
 
   double p95_threshold_, p5_threshold_;
-  int64_t window_, patience_, settle_ns_;
+  int64_t window_;
   ShareOptions options_;
-  std::vector<JudgeFrom> from_;
+  NodesJudgedFrom judge_;
   std::map<int32_t, Gpu> gpus_;
   std::vector<double> scratch_;
 };
@@ -353,16 +367,12 @@ class BatchSizeRule : public Rule {
         gpu_p95_(this->params().Number("gpu_threshold_p95")),
         mem_p95_(this->params().Number("gpu_memory_threshold_p95")),
         window_(std::max<int64_t>(1, this->params().Integer("window"))),
-        patience_(this->params().Integer("patience")),
-        settle_ns_(this->params().Nanoseconds("settle_s")),
-        options_(ShareOptionsOf(this->params())) {
+        options_(ShareOptionsOf(this->params())),
+        judge_(this->params()) {
     options_.max_samples = window_;
   }
 
-  void OnStep(const StepRow& s) override {
-    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
-    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
-  }
+  void OnStep(const StepRow& s) override { judge_.OnStep(s); }
 
   void OnSnapshot(const Snapshot& snap) override {
     double core_sum = 0, total = -1;
@@ -381,7 +391,7 @@ class BatchSizeRule : public Rule {
     }
     if (!any_gpu || (cores == 0 && total < 0)) return;
     ++result().datapoints;
-    if (!Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_)) {
+    if (!judge_.Ready(snap)) {
       return;
     }
     NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
@@ -479,9 +489,9 @@ class BatchSizeRule : public Rule {
   }
 
   double cpu_p95_, gpu_p95_, mem_p95_;
-  int64_t window_, patience_, settle_ns_;
+  int64_t window_;
   ShareOptions options_;
-  std::vector<JudgeFrom> from_;
+  NodesJudgedFrom judge_;
   std::vector<NodeState> nodes_;
   std::map<int, std::pair<std::optional<double>, std::optional<double>>> seen_;
   std::vector<double> scratch_;
@@ -495,18 +505,14 @@ class GpuMemoryIncreaseRule : public Rule {
   GpuMemoryIncreaseRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
         increase_(this->params().Number("increase")),
-        patience_(this->params().Integer("patience")),
         window_(std::max<int64_t>(1, this->params().Integer("window"))),
-        settle_ns_(this->params().Nanoseconds("settle_s")) {}
+        judge_(this->params()) {}
 
-  void OnStep(const StepRow& s) override {
-    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
-    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
-  }
+  void OnStep(const StepRow& s) override { judge_.OnStep(s); }
 
   void OnSnapshot(const Snapshot& snap) override {
     // From `settle_s` after the node's first step (no steps: after `patience` values).
-    if (!Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_)) {
+    if (!judge_.Ready(snap)) {
       return;
     }
     for (const SampleValue& v : snap.values) {
@@ -567,8 +573,8 @@ class GpuMemoryIncreaseRule : public Rule {
     Episode episode;
   };
   double increase_;
-  int64_t patience_, window_, settle_ns_;
-  std::vector<JudgeFrom> from_;
+  int64_t window_;
+  NodesJudgedFrom judge_;
   std::map<int32_t, Gpu> gpus_;
 };
 
@@ -587,16 +593,12 @@ class LoadBalancingRule : public Rule {
   LoadBalancingRule(const RuleSpec& spec, Params params)
       : Rule(spec, std::move(params)),
         threshold_(this->params().Number("threshold")),
-        patience_(this->params().Integer("patience")),
-        settle_ns_(this->params().Nanoseconds("settle_s")),
         block_ns_(std::max<int64_t>(1, this->params().Nanoseconds("block_s"))),
         min_span_ns_(this->params().Nanoseconds("min_window_s")),
-        confidence_(std::clamp(this->params().Number("confidence"), 0.5, 0.999999)) {}
+        confidence_(std::clamp(this->params().Number("confidence"), 0.5, 0.999999)),
+        judge_(this->params()) {}
 
-  void OnStep(const StepRow& s) override {
-    JudgeFrom& f = Grow(from_, static_cast<size_t>(s.node));
-    if (f.first_step_ns == 0) f.first_step_ns = s.start_ns;
-  }
+  void OnStep(const StepRow& s) override { judge_.OnStep(s); }
 
   void OnSnapshot(const Snapshot& snap) override {
     bool ready = false, checked = false;
@@ -606,8 +608,7 @@ class LoadBalancingRule : public Rule {
       ++result().datapoints;
       if (!checked) {
         checked = true;
-        ready =
-            Grow(from_, static_cast<size_t>(snap.node)).Ready(snap.ts_ns, settle_ns_, patience_);
+        ready = judge_.Ready(snap);
       }
       if (!ready) continue;
       Gpu*& slot = Grow(by_series_, static_cast<size_t>(v.series));  // map nodes stay put
@@ -722,10 +723,10 @@ class LoadBalancingRule : public Rule {
   }
 
   double threshold_;
-  int64_t patience_, settle_ns_, block_ns_, min_span_ns_;
+  int64_t block_ns_, min_span_ns_;
   double confidence_;
   int64_t first_ns_ = 0, last_ns_ = 0, last_check_ns_ = 0;
-  std::vector<JudgeFrom> from_;
+  NodesJudgedFrom judge_;
   std::map<Key, Gpu> gpus_;
   std::vector<Gpu*> by_series_;  // series id -> its GPU in gpus_
   std::set<std::pair<Key, Key>> fired_pairs_;
