@@ -189,11 +189,12 @@ Status NodeStoreReader::ReadMetricsSince(const MetricQuery& query, MetricTable* 
   std::vector<std::pair<int32_t, int32_t>> codes(series_.size(), {-2, -2});
   auto code_of = [&](int64_t series_id) -> const std::pair<int32_t, int32_t>* {
     // Ids are numbered 1, 2, ... as series are added: at series_[id - first id], else found.
+    // (Unsigned: a damaged store's ids may be anything, their difference too.)
     auto row = series_.begin();
-    const int64_t k = series_id - series_.front().id;  // series_ is not empty here
-    if (k >= 0 && k < static_cast<int64_t>(series_.size()) &&
-        series_[static_cast<size_t>(k)].id == series_id) {
-      row += k;
+    const uint64_t k = static_cast<uint64_t>(series_id) -
+                       static_cast<uint64_t>(series_.front().id);  // series_ is not empty here
+    if (k < series_.size() && series_[static_cast<size_t>(k)].id == series_id) {
+      row += static_cast<std::ptrdiff_t>(k);
     } else {
       row = std::lower_bound(series_.begin(), series_.end(), series_id,
                              [](const SeriesRow& r, int64_t v) { return r.id < v; });
