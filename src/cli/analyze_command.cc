@@ -54,7 +54,10 @@ struct Loaded {
 // The merged read: every store's events in one table, split by rank.
 Status LoadMerged(Loaded* l) {
   l->stores.clear();
-  TP_ASSIGN_OR_RETURN(l->events, l->reader->Events({}));
+  // Of the args, the analyses read a kernel's or runtime call's stream and correlation only.
+  store::EventQuery query;
+  query.map_args = tr::KeepTraceArgs;
+  TP_ASSIGN_OR_RETURN(l->events, l->reader->Events(query));
   l->ranks = tr::SplitByRank(l->events);
   l->steps = store::BuildSteps(l->events);
   return OkStatus();

@@ -476,7 +476,13 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
       out->start_ns.push_back(start);
       out->duration_ns.push_back(e.duration_ns[i]);
       if (keep_args(e.category_id[i], kind, *category)) {
-        out->args.emplace_back(e.args[i]);
+        if (query.map_args) {
+          std::string kept;
+          query.map_args(e.args[i], &kept);
+          out->args.push_back(std::move(kept));
+        } else {
+          out->args.emplace_back(e.args[i]);
+        }
       } else {
         out->args.emplace_back();
       }

@@ -485,6 +485,42 @@ TEST(RunReaderTest, KeepArgsKeepsOnlyTheArgsAsked) {
   for (const auto& [key, n] : asked) EXPECT_EQ(n, 1) << key.first << " " << key.second;
 }
 
+// EventQuery::map_args: every event that keeps its args keeps what the map makes of the text
+// (here its length and first byte), asked once per such event; the others keep none.
+TEST(RunReaderTest, MapArgsKeepsWhatTheMapMakesOfTheArgs) {
+  std::string dir = MakeEmptyRun("trainprof_map_args", "ma");
+  auto w = OpenNodeWriter(dir, TestNode());
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 200; ++i) {
+    model::Event e = Span(i % 2 == 0 ? "kernel" : "cpu_op", i, kT0 + i * kMs, kMs, 0);
+    e.args =
+        "{\"correlation\": " + std::to_string(i) + std::string(static_cast<size_t>(i), 'x') + "}";
+    (*w)->AppendEvent(e);
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+  auto r = RunReader::Open(dir);
+  ASSERT_TRUE(r.ok());
+  auto all = (*r)->Events({});
+  ASSERT_TRUE(all.ok());
+  EventQuery q;
+  q.keep_args = [](const std::string& category, model::EventKind) { return category == "kernel"; };
+  int calls = 0;
+  q.map_args = [&](std::string_view args, std::string* kept) {
+    ++calls;
+    *kept = std::to_string(args.size()) + std::string(args.substr(0, 1));
+  };
+  auto mapped = (*r)->Events(q);
+  ASSERT_TRUE(mapped.ok());
+  ASSERT_EQ(all->size(), 200u);
+  ASSERT_EQ(mapped->size(), all->size());
+  for (size_t i = 0; i < all->size(); ++i) {
+    const bool kernel = all->categories.at(all->category[i]) == "kernel";
+    const std::string& text = all->args[i];
+    EXPECT_EQ(mapped->args[i], kernel ? std::to_string(text.size()) + "{" : std::string()) << i;
+  }
+  EXPECT_EQ(calls, 100);
+}
+
 TEST(RunReaderTest, BrokenNodeIsReportedOthersStayReadable) {
   std::string dir = MakeTwoNodeRun();
   ASSERT_TRUE(WriteFileAtomically(NodeStorePath(dir, "algo-2"), "not a database").ok());

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -76,6 +77,10 @@ struct EventQuery {
   // and kind: a reader that needs the args of a few kinds of events (trace analysis: a kernel's
   // correlation and stream) does not copy a million others'.
   std::function<bool(const std::string& category, model::EventKind kind)> keep_args;
+  // When set, the args an event keeps are what this makes of its args text, asked per event:
+  // a reader that needs a few values of long texts (trace analysis: two integers of an
+  // operator's args of 750 bytes) keeps those, not the text.
+  std::function<void(std::string_view args, std::string* kept)> map_args;
 };
 
 // What a query met that it could not read: corrupt chunks are skipped, counted and named.

@@ -36,6 +36,15 @@ int64_t ArgInt(std::string_view args, const char* quoted_key) {
   return neg ? -v : v;
 }
 
+void KeepTraceArgs(std::string_view args, std::string* kept) {
+  kept->clear();
+  for (const char* key : {"\"stream\"", "\"correlation\""}) {
+    // -1: absent, not an integer, or -1 itself; ArgInt reads -1 from the text without the key.
+    const int64_t v = ArgInt(args, key);
+    if (v != -1) kept->append(key).append(":").append(std::to_string(v));
+  }
+}
+
 namespace {
 
 CpuKind CpuKindOf(const std::string& cat) {

@@ -119,5 +119,9 @@ bool SplitByRankReadsArgs(const std::string& category, model::EventKind kind);
 
 // The integer value of `"key":` in a JSON args text, or -1 when absent.
 int64_t ArgInt(std::string_view args, const char* quoted_key);
+// EventQuery::map_args for a read that feeds only SplitByRank and BuildHtaTraces: the args text
+// reduced to the two values they read ("stream" and "correlation", as ArgInt reads them), so
+// that ArgInt reads the same from it.
+void KeepTraceArgs(std::string_view args, std::string* kept);
 
 }  // namespace trainprof::analyze::trace

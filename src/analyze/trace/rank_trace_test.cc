@@ -150,5 +150,48 @@ TEST(RankTraceTest, SplitStoreByRankEqualsSplitByRankOfTheStoreTable) {
   EXPECT_EQ(std::count(got.data_wait_ns.begin(), got.data_wait_ns.end(), 100 * kUs), 120);
 }
 
+// KeepTraceArgs keeps what ArgInt reads: on the reduced text ArgInt gives what it gives on the
+// whole one, for texts with the keys absent, repeated, inside string values, negative, with
+// leading zeros, spaces, too many digits or no digits, and on random texts made of those pieces.
+TEST(RankTraceTest, KeepTraceArgsKeepsWhatArgIntReads) {
+  const std::vector<std::string> pieces = {"{",
+                                           "}",
+                                           ",",
+                                           " ",
+                                           ":",
+                                           "\"stream\"",
+                                           "\"correlation\"",
+                                           "\"stream\": 7",
+                                           "\"correlation\": 160584",
+                                           "\"correlation\":-12",
+                                           "\"stream\" : 007",
+                                           "\"name\": \"stream\"",
+                                           "\"correlation\": \"x\"",
+                                           "\"stream\": -",
+                                           "\"stream\": -1",
+                                           "99999999999999999999999",
+                                           "\"External id\": 5",
+                                           "\"Input Dims\": [[1, 2], [3]]",
+                                           "\"correlation\"  ::  42"};
+  std::vector<std::string> texts = {"", "{}", "{\"stream\": 7, \"correlation\": 160584}",
+                                    "{\"correlation\": 99999999999999999999999}"};
+  std::mt19937 rng(11);
+  for (int t = 0; t < 5000; ++t) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 8);
+    for (int k = 0; k < n; ++k) text += pieces[rng() % pieces.size()];
+    texts.push_back(text);
+  }
+  std::string kept;
+  for (const std::string& text : texts) {
+    KeepTraceArgs(text, &kept);
+    EXPECT_EQ(ArgInt(kept, "\"stream\""), ArgInt(text, "\"stream\"")) << text;
+    EXPECT_EQ(ArgInt(kept, "\"correlation\""), ArgInt(text, "\"correlation\"")) << text;
+    EXPECT_LE(kept.size(), 64u);
+  }
+  KeepTraceArgs("{\"stream\": 7, \"correlation\": 160584, \"Input Dims\": [[1, 2]]}", &kept);
+  EXPECT_EQ(kept, "\"stream\":7\"correlation\":160584");
+}
+
 }  // namespace
 }  // namespace trainprof::analyze::trace
