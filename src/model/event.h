@@ -42,6 +42,15 @@ struct Event {
   int64_t end_ns() const { return start_ns + duration_ns; }
 };
 
+// start + max(0, duration), held at the largest time: a damaged store's times may be anything,
+// and a signed overflow is undefined behaviour.
+inline int64_t SpanEndNs(int64_t start_ns, int64_t duration_ns) {
+  if (duration_ns <= 0) return start_ns;
+  return start_ns > std::numeric_limits<int64_t>::max() - duration_ns
+             ? std::numeric_limits<int64_t>::max()
+             : start_ns + duration_ns;
+}
+
 // An event whose strings belong to someone else (an importer's read buffer, a recorder's
 // thread buffer): what the store's writer copies in without building an Event.
 struct EventView {

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "base/files.h"
+#include "model/event.h"
 #include "store/codec.h"
 #include "store/schema.h"
 
@@ -448,7 +449,7 @@ Status NodeStoreReader::ReadEvents(const EventQuery& query, EventTable* out, Rea
     }
     for (size_t i = 0; i < e.size(); ++i) {
       const int64_t start = e.start_ns[i];
-      const int64_t end = start + std::max<int64_t>(0, e.duration_ns[i]);
+      const int64_t end = model::SpanEndNs(start, e.duration_ns[i]);
       if (!(start < query.end_ns && end >= query.start_ns)) continue;
       const std::string* name = StringById(e.name_id[i]);
       const std::string* category = StringById(e.category_id[i]);

@@ -121,7 +121,7 @@ void RankSplitter::Add(const Event& e) {
   }
   RankTrace& r = *last_;
   const int64_t start = e.start_ns;
-  const int64_t end = start + std::max<int64_t>(0, e.duration_ns);
+  const int64_t end = model::SpanEndNs(start, e.duration_ns);
   bool gpu = true;
   GpuKind gk = GpuKind::kKernel;
   switch (role_[cat]) {
@@ -241,7 +241,7 @@ Status SplitStoreByRank(store::NodeStoreReader& store, store::ReadProblems* prob
           const int64_t start = c.start_ns[i];
           // The rows a whole-time EventQuery keeps.
           if (!(start < store::kMaxTime &&
-                start + std::max<int64_t>(0, c.duration_ns[i]) >= store::kMinTime)) {
+                model::SpanEndNs(start, c.duration_ns[i]) >= store::kMinTime)) {
             continue;
           }
           const int32_t name = resolve(name_code, out->names, c.name_id[i]);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "model/event.h"
@@ -148,6 +149,34 @@ TEST(RankTraceTest, SplitStoreByRankEqualsSplitByRankOfTheStoreTable) {
   EXPECT_EQ(got.data_wait_ns, steps->data_wait_ns);
   EXPECT_EQ(got.forward_ns, steps->forward_ns);
   EXPECT_EQ(std::count(got.data_wait_ns.begin(), got.data_wait_ns.end(), 100 * kUs), 120);
+}
+
+// A damaged store's times may be anything: a span's end is held at the largest time rather than
+// overflowing (undefined behaviour), and a negative duration ends where it starts.
+TEST(RankTraceTest, SpanEndsAreHeldAtTheLargestTime) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(model::SpanEndNs(kMax - 10, 1000), kMax);
+  EXPECT_EQ(model::SpanEndNs(kMax - 10, 10), kMax);
+  EXPECT_EQ(model::SpanEndNs(kMax - 10, 9), kMax - 1);
+  EXPECT_EQ(model::SpanEndNs(5, -7), 5);
+  EXPECT_EQ(model::SpanEndNs(std::numeric_limits<int64_t>::min(), kMax), -1);
+  store::EventTable t;
+  t.node.push_back(t.nodes.Code("host"));
+  t.name.push_back(t.names.Code("gemm"));
+  t.category.push_back(t.categories.Code("kernel"));
+  t.mode.push_back(t.modes.Code(""));
+  t.kind.push_back(static_cast<uint8_t>(model::EventKind::kSpan));
+  t.rank.push_back(0);
+  t.pid.push_back(0);
+  t.tid.push_back(7);
+  t.step.push_back(model::kMissing);
+  t.start_ns.push_back(kMax - 10);
+  t.duration_ns.push_back(kMax);
+  t.args.emplace_back();
+  const std::vector<RankTrace> ranks = SplitByRank(t);
+  ASSERT_EQ(ranks.size(), 1u);
+  ASSERT_EQ(ranks[0].gpu.size(), 1u);
+  EXPECT_EQ(ranks[0].gpu[0].end_ns, kMax);
 }
 
 // KeepTraceArgs keeps what ArgInt reads: on the reduced text ArgInt gives what it gives on the
