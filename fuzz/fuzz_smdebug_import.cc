@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -14,8 +15,15 @@ namespace fs = std::filesystem;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static std::string dir = [] {
-    char tmpl[] = "/tmp/tp_fuzz_smdebug_XXXXXX";
-    return std::string(mkdtemp(tmpl));
+    // tmpfs when there is one, as fuzz_horovod_import: every input is a store written.
+    std::string tmpl = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp";
+    tmpl += "/tp_fuzz_smdebug_XXXXXX";
+    static std::string made = mkdtemp(tmpl.data());
+    std::atexit([] {  // leave nothing behind (tmpfs is memory)
+      std::error_code ec;
+      std::filesystem::remove_all(made, ec);
+    });
+    return made;
   }();
   std::error_code ec;
   fs::remove_all(dir + "/in", ec);

@@ -13,15 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/test_dir.h"
 #include "collect/collector.h"
 #include "store/run_reader.h"
 
 namespace trainprof::agent::testing {
 
-inline std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_agent_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
+inline std::string TempDir() { return MakeTestDir("trainprof_agent_test"); }
 
 // Adds "fake_ticks" (device "") = how many ticks it has seen, and optionally sleeps or throws.
 class FakeCollector : public collect::Collector {

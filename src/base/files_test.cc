@@ -1,4 +1,5 @@
 #include "base/files.h"
+#include "base/test_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -8,10 +9,7 @@
 namespace trainprof {
 namespace {
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_files_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return MakeTestDir("trainprof_files_test"); }
 
 TEST(FilesTest, AtomicWriteAndRead) {
   std::string dir = TempDir();

@@ -1,4 +1,5 @@
 #include "cli/cli.h"
+#include "base/test_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,10 +13,7 @@
 namespace trainprof::cli {
 namespace {
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_cli_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return MakeTestDir("trainprof_cli_test"); }
 
 TEST(CliTest, ExitCodes) {
   EXPECT_EQ(Main({"trainprof", "--help"}), kExitOk);

@@ -9,6 +9,7 @@
 
 #include "analyze/cost/catalog.h"
 #include "base/files.h"
+#include "base/test_dir.h"
 #include "base/time.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
@@ -21,10 +22,7 @@ namespace {
 constexpr int64_t kT0 = 1793491200LL * kNanosPerSecond;  // 2026-11-01T00:00:00Z
 constexpr int64_t kNow = kT0 + 29LL * 86400 * kNanosPerSecond;
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_cost_cli_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return MakeTestDir("trainprof_cost_cli"); }
 
 // A SageMaker-shaped run: algo-1, ml.p3.8xlarge, 2 h with 20 min download and 5 min upload.
 std::string WriteP3Run(const std::string& dir) {

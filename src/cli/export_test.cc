@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "base/files.h"
+#include "base/test_dir.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/export_writer.h"
@@ -35,10 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_export_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return MakeTestDir("trainprof_export_test"); }
 
 std::string Gunzip(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "base/files.h"
+#include "base/test_dir.h"
 #include "cli/commands.h"
 #include "store/run_directory.h"
 
@@ -22,10 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_reliability_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return MakeTestDir("trainprof_reliability_test"); }
 
 constexpr int64_t kStart = 1764541200'000'000'000LL;
 

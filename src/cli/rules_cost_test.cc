@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/test_dir.h"
 #include "base/time.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
@@ -22,10 +23,7 @@ namespace {
 constexpr int64_t kT0 = 1793491200LL * kNanosPerSecond;  // 2026-11-01T00:00:00Z
 constexpr double kCent = 0.005;
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_rules_cost_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return MakeTestDir("trainprof_rules_cost"); }
 
 int64_t At(double s) { return kT0 + static_cast<int64_t>(s * 1e9); }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "base/files.h"
+#include "base/test_dir.h"
 #include "base/time.h"
 #include "report/report_html.h"
 #include "report/report_json.h"
@@ -18,10 +19,7 @@
 namespace trainprof::report {
 namespace {
 
-std::string TempDir() {
-  std::string tmpl = "/tmp/trainprof_report_XXXXXX";
-  return mkdtemp(tmpl.data());
-}
+std::string TempDir() { return MakeTestDir("trainprof_report"); }
 
 TEST(StatsTest, PercentilesAreNearestRank) {
   std::vector<double> v;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/files.h"
+#include "base/test_dir.h"
 #include "base/time.h"
 #include "serve/answer_cache.h"
 #include "serve/run_index.h"
@@ -19,10 +20,7 @@
 namespace trainprof::serve {
 namespace {
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/trainprof_serve_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return MakeTestDir("trainprof_serve_test"); }
 
 void MakeRun(const std::string& dir) {
   ASSERT_TRUE(MakeDirs(dir).ok());

@@ -5,13 +5,13 @@
 
 #include <string>
 
+#include "base/test_dir.h"
 #include "model/run_metadata.h"
 
 namespace trainprof::store::testing {
 
 inline std::string MakeTempDir(const std::string& prefix = "trainprof_test") {
-  std::string tmpl = "/tmp/" + prefix + "_XXXXXX";
-  return mkdtemp(tmpl.data());
+  return MakeTestDir(prefix);
 }
 
 inline model::NodeInfo TestNode(const std::string& name = "node0") {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "base/test_dir.h"
 #include "model/event.h"
 #include "store/run_directory.h"
 
@@ -17,10 +18,7 @@ namespace tr = trace;
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kT0 = 1'796'040'000LL * 1'000'000'000LL;
 
-std::string TempDir() {
-  std::string tmpl = "/tmp/advice_test_XXXXXX";
-  return mkdtemp(tmpl.data());
-}
+std::string TempDir() { return MakeTestDir("advice_test"); }
 
 struct Job {
   int cores = 8;

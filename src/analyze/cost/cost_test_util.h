@@ -11,6 +11,7 @@
 
 #include "analyze/cost/catalog.h"
 #include "analyze/cost/cost_model.h"
+#include "base/test_dir.h"
 #include "base/time.h"
 #include "store/run_directory.h"
 #include "store/run_reader.h"
@@ -23,10 +24,7 @@ inline constexpr int64_t kNow = kT0 + 29LL * 86400 * kNanosPerSecond;
 
 inline int64_t At(double seconds) { return kT0 + static_cast<int64_t>(seconds * 1e9); }
 
-inline std::string TempRunDir() {
-  std::string tmpl = "/tmp/trainprof_cost_test_XXXXXX";
-  return std::string(mkdtemp(tmpl.data())) + "/run";
-}
+inline std::string TempRunDir() { return MakeTestDir("trainprof_cost_test") + "/run"; }
 
 struct PhaseSpec {
   std::string name;

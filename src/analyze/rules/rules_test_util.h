@@ -13,6 +13,7 @@
 
 #include "analyze/rules/engine.h"
 #include "analyze/rules/evaluate.h"
+#include "base/test_dir.h"
 #include "model/event.h"
 #include "store/run_directory.h"
 #include "store/run_reader.h"
@@ -24,10 +25,7 @@ inline constexpr int64_t kMs = 1'000'000;
 // 2026-11-30T12:00:00Z: a fixed start keeps the goldens stable.
 inline constexpr int64_t kStart = 1'796'040'000LL * kSec;
 
-inline std::string TempDir(const std::string& prefix) {
-  std::string tmpl = "/tmp/" + prefix + "_XXXXXX";
-  return mkdtemp(tmpl.data());
-}
+inline std::string TempDir(const std::string& prefix) { return MakeTestDir(prefix); }
 
 class Scenario {
  public:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/test_dir.h"
 #include "store/run_directory.h"
 
 namespace trainprof::analyze::scaling {
@@ -20,8 +21,7 @@ constexpr int64_t kStart = 1'796'040'000LL * 1'000'000'000;
 // device, by construction.
 std::string WriteRun(const std::string& name, int ranks, int64_t period_ms, int steps = 50,
                      bool with_ranks = true) {
-  std::string tmpl = "/tmp/scaling_" + name + "_XXXXXX";
-  const std::string dir = mkdtemp(tmpl.data());
+  const std::string dir = MakeTestDir("scaling_" + name);
   for (int node = 0; node < 2 && node < ranks; ++node) {
     model::NodeInfo info;
     info.node = "n" + std::to_string(node);

@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 
+#include "base/test_dir.h"
 #include "model/event.h"
 #include "store/node_store_reader.h"
 #include "store/run_directory.h"
@@ -41,8 +42,7 @@ std::vector<std::string> Rows(const RankTrace& t) {
 }
 
 TEST(RankTraceTest, SplitStoreByRankEqualsSplitByRankOfTheStoreTable) {
-  std::string dir = "/tmp/rank_trace_test_XXXXXX";
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string dir = MakeTestDir("rank_trace_test");
   model::RunMetadata meta;
   meta.run_id = "split";
   meta.start_ns = kT0;

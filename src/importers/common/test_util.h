@@ -7,12 +7,11 @@
 #include <fstream>
 #include <string>
 
+#include "base/test_dir.h"
+
 namespace trainprof::importers::testing {
 
-inline std::string TempDir(const std::string& prefix = "tp_import") {
-  std::string tmpl = "/tmp/" + prefix + "_XXXXXX";
-  return mkdtemp(tmpl.data());
-}
+inline std::string TempDir(const std::string& prefix = "tp_import") { return MakeTestDir(prefix); }
 
 inline void WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream f(path, std::ios::binary);
