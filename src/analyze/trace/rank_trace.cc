@@ -174,12 +174,8 @@ std::vector<RankTrace> RankSplitter::Finish() {
   for (auto& [key, r] : by_key_) {
     // Usually in order already (a store's chunks each sorted, few overlapping).
     auto by_start = [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; };
-    if (!std::is_sorted(r.gpu.begin(), r.gpu.end(), by_start)) {
-      std::stable_sort(r.gpu.begin(), r.gpu.end(), by_start);
-    }
-    if (!std::is_sorted(r.cpu.begin(), r.cpu.end(), by_start)) {
-      std::stable_sort(r.cpu.begin(), r.cpu.end(), by_start);
-    }
+    SortRuns(&r.gpu, by_start);
+    SortRuns(&r.cpu, by_start);
     out.push_back(std::move(r));
   }
   by_key_.clear();

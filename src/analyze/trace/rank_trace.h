@@ -5,6 +5,8 @@
 // EventTable; names stay dictionary codes into that table.
 // Threads: plain data, read-only after construction.
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -26,23 +28,24 @@ enum class GpuKind : uint8_t { kKernel, kMemcpy, kMemset, kSync };
 // "collective": all_reduce, barrier... of torch.distributed), what the rank waits in.
 enum class CpuKind : uint8_t { kOp, kRuntime, kAnnotation, kStep, kCollective, kOther };
 
+// The narrow fields last: 48 bytes, not 56 (a million of these are read, sorted and merged).
 struct GpuActivity {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  int32_t name = 0;  // code in the EventTable's names
   int64_t device = -1;
   int64_t stream = -1;
   int64_t correlation = -1;
+  int32_t name = 0;  // code in the EventTable's names
   GpuKind kind = GpuKind::kKernel;
 };
 
 struct CpuSpan {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  int32_t name = 0;
   int64_t tid = -1;
   int64_t correlation = -1;  // runtime calls
   int64_t step = -1;         // profiler steps
+  int32_t name = 0;
   CpuKind kind = CpuKind::kOther;
 };
 
@@ -95,6 +98,36 @@ class RankSplitter {
   std::pair<int64_t, int32_t> last_code_{-2, -2};
   RankTrace* last_ = nullptr;
 };
+
+// Sorts `v` by `less` as std::stable_sort does (equal elements keep their order), in one pass
+// when `v` is a few ascending runs: a store's chunks, each in order, overlapping little, and
+// the steps written after the spans. Each run is merged into the sorted part from the first
+// element it precedes; many short runs fall back to std::stable_sort.
+template <typename T, typename Less>
+void SortRuns(std::vector<T>* v, Less less) {
+  const size_t n = v->size();
+  size_t sorted = 0;  // (*v)[0, sorted) is in order
+  size_t moved = 0;
+  while (true) {
+    sorted = std::max<size_t>(sorted, 1);
+    while (sorted < n && !less((*v)[sorted], (*v)[sorted - 1])) ++sorted;
+    if (sorted >= n) return;
+    size_t run_end = sorted + 1;
+    while (run_end < n && !less((*v)[run_end], (*v)[run_end - 1])) ++run_end;
+    // Elements equal to the run's first stay before it: upper_bound, and inplace_merge is
+    // stable.
+    const auto from = std::upper_bound(v->begin(), v->begin() + static_cast<ptrdiff_t>(sorted),
+                                       (*v)[sorted], less);
+    moved += run_end - static_cast<size_t>(from - v->begin());
+    if (moved > 8 * n) {  // many runs: the sorted prefix is still the stable order of its part
+      std::stable_sort(v->begin(), v->end(), less);
+      return;
+    }
+    std::inplace_merge(from, v->begin() + static_cast<ptrdiff_t>(sorted),
+                       v->begin() + static_cast<ptrdiff_t>(run_end), less);
+    sorted = run_end;
+  }
+}
 
 // Groups a table's events by (rank, or node when the rank is missing). The table must outlive
 // the result (names point into it).

@@ -222,5 +222,55 @@ TEST(RankTraceTest, KeepTraceArgsKeepsWhatArgIntReads) {
   EXPECT_EQ(kept, "\"stream\":7\"correlation\":160584");
 }
 
+// SortRuns against std::stable_sort, on the shapes a store gives (chunks in order that overlap a
+// little, the steps appended after the spans) and on shapes it should not meet (reversed,
+// random, all equal): the same order, equal keys included.
+TEST(RankTraceTest, SortRunsEqualsStableSort) {
+  struct Item {
+    int64_t key;
+    int index;
+  };
+  auto less = [](const Item& a, const Item& b) { return a.key < b.key; };
+  std::mt19937_64 rng(20261203);
+  auto check = [&](std::vector<int64_t> keys, const std::string& what) {
+    std::vector<Item> v;
+    for (size_t i = 0; i < keys.size(); ++i) v.push_back({keys[i], static_cast<int>(i)});
+    std::vector<Item> want = v;
+    std::stable_sort(want.begin(), want.end(), less);
+    SortRuns(&v, less);
+    ASSERT_EQ(v.size(), want.size()) << what;
+    for (size_t i = 0; i < v.size(); ++i) {
+      ASSERT_EQ(v[i].key, want[i].key) << what << " at " << i;
+      ASSERT_EQ(v[i].index, want[i].index) << what << " at " << i;
+    }
+  };
+  check({}, "empty");
+  check({5}, "one");
+  check({1, 2, 2, 3}, "sorted");
+  check({3, 2, 1, 0, -1}, "reversed");
+  check(std::vector<int64_t>(100, 7), "all equal");
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<int64_t> keys;
+    // Chunks in order, each starting a little before the last one ended; coarse keys make ties.
+    const int chunks = 1 + static_cast<int>(rng() % 6);
+    int64_t t = 0;
+    for (int c = 0; c < chunks; ++c) {
+      t -= static_cast<int64_t>(rng() % 20);
+      const int len = static_cast<int>(rng() % 50);
+      for (int i = 0; i < len; ++i) {
+        t += static_cast<int64_t>(rng() % 4);
+        keys.push_back(t);
+      }
+    }
+    // Steps appended: their own ascending run over the whole range.
+    const int steps = static_cast<int>(rng() % 8);
+    for (int i = 0; i < steps; ++i) keys.push_back(static_cast<int64_t>(i) * (t / 8 + 1));
+    check(keys, "chunks, trial " + std::to_string(trial));
+    std::vector<int64_t> random(rng() % 300);
+    for (int64_t& k : random) k = static_cast<int64_t>(rng() % 40);
+    check(random, "random, trial " + std::to_string(trial));
+  }
+}
+
 }  // namespace
 }  // namespace trainprof::analyze::trace
