@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
@@ -94,6 +95,8 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
   // GPU activities that count as busy: kernels, memcpy, memset (and syncs in HTA mode).
   std::vector<const GpuActivity*> busy;
   std::vector<KernelType> types;
+  busy.reserve(t.gpu.size());
+  types.reserve(t.gpu.size());
   for (const GpuActivity& a : t.gpu) {
     if (a.kind == GpuKind::kSync && !o.hta_count_sync_as_busy) continue;
     busy.push_back(&a);
@@ -103,6 +106,7 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
 
   Intervals by_type[3];
   Intervals all;
+  all.reserve(busy.size());
   for (size_t i = 0; i < busy.size(); ++i) {
     Interval x{busy[i]->start_ns, busy[i]->end_ns};
     all.push_back(x);
@@ -123,14 +127,25 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
     r.temporal = tb;
 
     // Kernel-type breakdown with overlaps: a sweep over the three merged lists.
-    std::vector<std::pair<int64_t, int>> edges;
+    // Each type's edges are in order already (merged intervals): merged, not sorted.
+    std::vector<std::pair<int64_t, int>> type_edges[3];
     for (int k = 0; k < 3; ++k) {
+      auto& e = type_edges[k];
+      e.reserve(2 * by_type[k].size());
       for (const Interval& x : by_type[k]) {
-        edges.emplace_back(x.first, 1 << k);
-        edges.emplace_back(x.second, -(1 << k));
+        e.emplace_back(x.first, 1 << k);
+        e.emplace_back(x.second, -(1 << k));
       }
+      // An empty interval's start comes before its end here, after it in pair order.
+      if (!std::is_sorted(e.begin(), e.end())) std::sort(e.begin(), e.end());
     }
-    std::sort(edges.begin(), edges.end());
+    std::vector<std::pair<int64_t, int>> first_two, edges;
+    first_two.reserve(type_edges[0].size() + type_edges[1].size());
+    std::merge(type_edges[0].begin(), type_edges[0].end(), type_edges[1].begin(),
+               type_edges[1].end(), std::back_inserter(first_two));
+    edges.reserve(first_two.size() + type_edges[2].size());
+    std::merge(first_two.begin(), first_two.end(), type_edges[2].begin(), type_edges[2].end(),
+               std::back_inserter(edges));
     std::map<int, int64_t> by_mask;
     int mask = 0;
     for (size_t i = 0; i < edges.size(); ++i) {
@@ -159,6 +174,8 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
 
   // Runtime calls by correlation id: launch statistics and host-wait detection.
   std::unordered_map<int64_t, const CpuSpan*> runtime_by_corr;
+  runtime_by_corr.reserve(static_cast<size_t>(std::count_if(
+      t.cpu.begin(), t.cpu.end(), [](const CpuSpan& c) { return c.kind == CpuKind::kRuntime; })));
   for (const CpuSpan& c : t.cpu) {
     if (c.kind == CpuKind::kRuntime && c.correlation >= 0) runtime_by_corr[c.correlation] = &c;
   }

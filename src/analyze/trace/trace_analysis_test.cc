@@ -205,6 +205,36 @@ TEST(TraceAnalysisTest, NcclDevKernelsAreCommunication) {
   EXPECT_FALSE(b.comm_comp_overlap_pct.has_value());
 }
 
+// The kernel-type sweep with its truth by hand: three types overlapping in a chain, an empty
+// kernel (its edges in one order in its own list, the other after sorting) and a kernel that
+// touches the previous one of its type. In microseconds from the trace's start:
+// computation [0,10) and an empty one at 30, communication [5,15), memory [12,20) and
+// [20,30) touching, and [30,40).
+TEST(TraceAnalysisTest, KernelTypeSweepOverChainedOverlaps) {
+  constexpr int kT = 1000000000;
+  std::string path =
+      WriteTrace(Kernel("gemm", kT, 10, 1) + "," +
+                 Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", kT + 5, 10, 2, "kernel", 20) +
+                 "," + Kernel("Memcpy HtoD (Pageable -> Device)", kT + 12, 8, 3, "gpu_memcpy", 9) +
+                 "," + Kernel("Memset (Device)", kT + 20, 10, 4, "gpu_memset", 9) + "," +
+                 Kernel("empty", kT + 30, 0, 5) + "," +
+                 Kernel("Memcpy DtoH (Device -> Pageable)", kT + 30, 10, 6, "gpu_memcpy", 9));
+  auto run = ImportRun({path});
+  ASSERT_EQ(run->ranks.size(), 1u);
+  RankAnalysis a = AnalyzeRank(run->ranks[0], {});
+  std::map<std::string, int64_t> types;
+  for (const auto& k : a.kernel_types) types[k.type] = k.time_ns;
+  EXPECT_EQ(types.size(), 5u);
+  EXPECT_EQ(types["COMPUTATION"], 5000);
+  EXPECT_EQ(types["COMPUTATION overlapping COMMUNICATION"], 5000);
+  EXPECT_EQ(types["COMMUNICATION"], 2000);
+  EXPECT_EQ(types["COMMUNICATION overlapping MEMORY"], 3000);
+  EXPECT_EQ(types["MEMORY"], 25000);
+  ASSERT_TRUE(a.temporal.has_value());
+  EXPECT_EQ(a.temporal->kernel_ns, 40000);
+  EXPECT_EQ(a.temporal->idle_ns, 0);
+}
+
 TEST(TraceAnalysisTest, StragglersAndDiff) {
   auto step = [](int rank, int ts, int dur) {
     return "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#" +
