@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,12 @@ def browser():
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    yield driver
-    driver.quit()
+    # Chromium leaves its singleton socket directory in $TMPDIR when it quits: a private one,
+    # removed after, keeps /tmp clean across test runs.
+    with tempfile.TemporaryDirectory(prefix="tp_chromium_") as tmp:
+        service = Service(driver_path, env={**os.environ, "TMPDIR": tmp})
+        driver = webdriver.Chrome(service=service, options=options)
+        try:
+            yield driver
+        finally:
+            driver.quit()
