@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "base/strings.h"
 #include "model/event.h"
 #include "store/codec.h"
 #include "store/node_store_reader.h"
@@ -16,11 +17,11 @@ bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefi
 }  // namespace
 
 int64_t ArgInt(std::string_view args, const char* quoted_key) {
-  // memmem, not std::string::find: find stops at every '"' of the JSON to compare the key.
+  // Not std::string::find: find stops at every '"' of the JSON to compare the key.
   const size_t key_len = std::strlen(quoted_key);
-  const void* hit = memmem(args.data(), args.size(), quoted_key, key_len);
-  if (hit == nullptr) return -1;
-  size_t p = static_cast<size_t>(static_cast<const char*>(hit) - args.data()) + key_len;
+  const size_t at = FindSubstring(args, std::string_view(quoted_key, key_len));
+  if (at == std::string_view::npos) return -1;
+  size_t p = at + key_len;
   while (p < args.size() && (args[p] == ' ' || args[p] == ':')) ++p;
   bool neg = false;
   if (p < args.size() && args[p] == '-') {
