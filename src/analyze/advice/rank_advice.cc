@@ -9,6 +9,7 @@
 
 #include "analyze/trace/intervals.h"
 #include "base/json_dump.h"
+#include "base/parallel.h"
 #include "model/event.h"
 
 namespace trainprof::analyze::advice {
@@ -447,6 +448,9 @@ StatusOr<std::vector<RankSummary>> SummarizeRun(store::RunReader& reader,
       }
     }
   }
+  // Each rank's operator mix reads its whole trace: on the worker threads, kept in rank order.
+  std::vector<OperatorMix> mixes(std::min(traces.size(), analyses.size()));
+  ParallelFor(mixes.size(), [&](size_t r) { mixes[r] = MeasureOperators(traces[r], analyses[r]); });
   std::vector<RankSummary> out;
   for (size_t r = 0; r < traces.size() && r < analyses.size(); ++r) {
     const tr::RankTrace& t = traces[r];
@@ -471,7 +475,7 @@ StatusOr<std::vector<RankSummary>> SummarizeRun(store::RunReader& reader,
     PhaseAverage p = AveragePhases(steps, rows);
     if (p.steps > 0) s.phase_average = p;
     s.operator_average = AverageTracedSteps(a, &s.steps_with_operators);
-    s.mix = MeasureOperators(t, a);
+    s.mix = std::move(mixes[r]);
     if (!rows.empty()) {
       // CPU utilisation of the node while this rank trained.
       int64_t lo = INT64_MAX, hi = INT64_MIN;
