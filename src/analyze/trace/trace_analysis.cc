@@ -47,6 +47,55 @@ int64_t Percentile(std::vector<int64_t>& v, double q) {
   return v[k];
 }
 
+// A map from correlation ids (>= 0; a later Put of an id replaces its value) to values, for
+// the runtime call and the GPU end of each id: open addressing in one array, a power of two at
+// least twice the ids, so that building it allocates once and a lookup is a probe or two.
+// Replaces unordered_maps whose nodes were an allocation an entry.
+template <typename V>
+class IdMap {
+ public:
+  explicit IdMap(size_t ids) {
+    size_t cap = 16;
+    int bits = 4;
+    while (cap < 2 * ids) {
+      cap *= 2;
+      ++bits;
+    }
+    slots_.assign(cap, Slot{-1, V{}});
+    mask_ = cap - 1;
+    shift_ = 64 - bits;
+  }
+  void Put(int64_t id, V value) {
+    Slot* slot = Find(id);
+    slot->id = id;
+    slot->value = value;
+  }
+  const V* Get(int64_t id) const {
+    if (id < 0) return nullptr;
+    for (size_t i = Hash(id);; i = (i + 1) & mask_) {
+      if (slots_[i].id == id) return &slots_[i].value;
+      if (slots_[i].id < 0) return nullptr;
+    }
+  }
+
+ private:
+  struct Slot {
+    int64_t id;
+    V value;
+  };
+  size_t Hash(int64_t id) const {  // Fibonacci hashing: the product's top bits
+    return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  Slot* Find(int64_t id) {
+    for (size_t i = Hash(id);; i = (i + 1) & mask_) {
+      if (slots_[i].id == id || slots_[i].id < 0) return &slots_[i];
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  int shift_ = 60;
+};
+
 std::vector<NameTotal> TopTotals(std::unordered_map<int32_t, NameTotal>& by_name,
                                  const RankTrace& t, size_t n) {
   std::vector<NameTotal> v;
@@ -173,11 +222,10 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
   }
 
   // Runtime calls by correlation id: launch statistics and host-wait detection.
-  std::unordered_map<int64_t, const CpuSpan*> runtime_by_corr;
-  runtime_by_corr.reserve(static_cast<size_t>(std::count_if(
+  IdMap<const CpuSpan*> runtime_by_corr(static_cast<size_t>(std::count_if(
       t.cpu.begin(), t.cpu.end(), [](const CpuSpan& c) { return c.kind == CpuKind::kRuntime; })));
   for (const CpuSpan& c : t.cpu) {
-    if (c.kind == CpuKind::kRuntime && c.correlation >= 0) runtime_by_corr[c.correlation] = &c;
+    if (c.kind == CpuKind::kRuntime && c.correlation >= 0) runtime_by_corr.Put(c.correlation, &c);
   }
 
   // Idle time per stream.
@@ -191,8 +239,9 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
       const GpuActivity* a = acts[i];
       int64_t gap = a->start_ns - prev_end;
       int64_t launched = INT64_MIN;
-      auto it = runtime_by_corr.find(a->correlation);
-      if (a->correlation >= 0 && it != runtime_by_corr.end()) launched = it->second->start_ns;
+      if (const CpuSpan* const* call = runtime_by_corr.Get(a->correlation)) {
+        launched = (*call)->start_ns;
+      }
       int c = 2;
       if (launched != INT64_MIN && launched > prev_end)
         c = 0;
@@ -224,10 +273,10 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
   for (const GpuActivity* a : busy) {
     if (a->kind != GpuKind::kKernel) continue;
     ++r.launch.kernels;
-    auto it = runtime_by_corr.find(a->correlation);
-    if (a->correlation < 0 || it == runtime_by_corr.end()) continue;
+    const CpuSpan* const* call = runtime_by_corr.Get(a->correlation);
+    if (call == nullptr) continue;
     ++r.launch.correlated;
-    const CpuSpan& rt = *it->second;
+    const CpuSpan& rt = **call;
     int64_t delay = a->start_ns - rt.start_ns;
     delays.push_back(delay);
     if (a->end_ns - a->start_ns < rt.end_ns - rt.start_ns) ++r.launch.short_kernels;
@@ -291,9 +340,9 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
     }
     for (auto& v : role) v = Merge(std::move(v));
     // GPU work launched by a step's runtime calls extends the step (TensorBoard does the same).
-    std::unordered_map<int64_t, int64_t> gpu_end_by_corr;
+    IdMap<int64_t> gpu_end_by_corr(busy.size());
     for (const GpuActivity* a : busy) {
-      if (a->correlation >= 0) gpu_end_by_corr[a->correlation] = a->end_ns;
+      if (a->correlation >= 0) gpu_end_by_corr.Put(a->correlation, a->end_ns);
     }
     int64_t prev_end = INT64_MIN;
     StepBreakdown sum;
@@ -306,8 +355,9 @@ RankAnalysis AnalyzeRank(const RankTrace& t, const AnalysisOptions& o) {
         const CpuSpan& c = *c_it;
         if (c.start_ns >= s->end_ns) break;
         if (c.kind != CpuKind::kRuntime) continue;
-        auto it = gpu_end_by_corr.find(c.correlation);
-        if (it != gpu_end_by_corr.end()) end = std::max(end, it->second);
+        if (const int64_t* gpu_end = gpu_end_by_corr.Get(c.correlation)) {
+          end = std::max(end, *gpu_end);
+        }
       }
       if (end <= start) continue;
       prev_end = end;

@@ -235,6 +235,30 @@ TEST(TraceAnalysisTest, KernelTypeSweepOverChainedOverlaps) {
   EXPECT_EQ(a.temporal->idle_ns, 0);
 }
 
+// Kernels find their launch by correlation id among many (ids spread over the whole int range
+// so that they collide in any small table), and an id launched twice counts its last launch.
+// Truth by construction: kernel i starts 3 us after its (last) launch; 4 000 kernels, one id
+// launched twice (first 20 us earlier, which would make that kernel's delay 23 us), one kernel
+// whose id was never launched.
+TEST(TraceAnalysisTest, LaunchesFoundByCorrelationAmongMany) {
+  constexpr int kKernels = 4000;
+  std::string events;
+  for (int i = 0; i < kKernels; ++i) {
+    const int ts = 1000000000 + i * 10;
+    const int corr = i == kKernels - 1 ? 2147483000 : (i * 524287) % 2147483000;  // spread out
+    if (i == 7) events += Launch(ts - 20, 1, corr) + ",";
+    if (i != kKernels - 1) events += Launch(ts, 1, corr) + ",";
+    events += Kernel("k", ts + 3, 2, corr) + (i + 1 < kKernels ? "," : "");
+  }
+  auto run = ImportRun({WriteTrace(events)});
+  ASSERT_EQ(run->ranks.size(), 1u);
+  RankAnalysis a = AnalyzeRank(run->ranks[0], {});
+  EXPECT_EQ(a.launch.kernels, kKernels);
+  EXPECT_EQ(a.launch.correlated, kKernels - 1);
+  EXPECT_EQ(a.launch.launch_delay_p50_ns, 3000);
+  EXPECT_EQ(a.launch.launch_delay_max_ns, 3000);
+}
+
 TEST(TraceAnalysisTest, StragglersAndDiff) {
   auto step = [](int rank, int ts, int dur) {
     return "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#" +
