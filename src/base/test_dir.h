@@ -7,8 +7,7 @@
 // child that exits does not remove its parent's directories. TRAINPROF_KEEP_TEST_DIRS=1 keeps
 // them, to look at what a failing test wrote. Test code only: never linked into the product.
 
-#ifndef TRAINPROF_BASE_TEST_DIR_H_
-#define TRAINPROF_BASE_TEST_DIR_H_
+#pragma once
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -90,5 +89,3 @@ inline std::string MakeTestDir(std::string_view prefix = "trainprof_test") {
 }
 
 }  // namespace trainprof
-
-#endif  // TRAINPROF_BASE_TEST_DIR_H_
