@@ -170,8 +170,9 @@ def test_ddp_gloo_two_ranks_both_record_steps_and_collectives(tmp_path):
     run = tmp_path / "run"
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
+    # TMPDIR: torchelastic leaves its log directory there; pytest's tmp_path is rotated.
     run_hooked(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517", str(script)],
-               run, timeout=300)
+               run, timeout=300, TMPDIR=str(tmp_path))
     steps = _train_steps(run)
     assert sorted(steps["rank"].unique().tolist()) == [0, 1]
     assert (steps.groupby("rank").size() == 4).all()  # 64 samples / 2 ranks / batch 8
@@ -209,8 +210,9 @@ def test_fsdp2_gloo_two_ranks_record_steps_parts_and_sharding_collectives(tmp_pa
     run = tmp_path / "run"
     script = tmp_path / "fsdp.py"
     script.write_text(FSDP_SCRIPT)
+    # TMPDIR: torchelastic leaves its log directory there; pytest's tmp_path is rotated.
     run_hooked(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29519", str(script)],
-               run, timeout=300)
+               run, timeout=300, TMPDIR=str(tmp_path))
     steps = _train_steps(run)
     assert sorted(steps["rank"].unique().tolist()) == [0, 1]
     assert (steps.groupby("rank").size() == 4).all()
