@@ -38,25 +38,34 @@ TEST(TestDirTest, MadeExclusivelyAndPrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
-TEST(TestDirTest, RemovedWithItsContentsWhenTheProcessThatMadeItExits) {
-  // The child writes the name through a pipe: its directory exists only while it runs.
+// Runs `make` (which returns a directory it made) in a forked child that then exits, and
+// returns that directory's name, sent back through a pipe; empty if the child failed.
+template <typename Make>
+std::string DirMadeInChild(Make make) {
   int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
+  if (::pipe(fds) != 0) return "";
   const int status = InChild([&] {
-    const std::string dir = MakeTestDir("tp_test_dir_child");
-    fs::create_directories(dir + "/a/b");
-    std::ofstream(dir + "/a/b/file") << "x";
-    fs::permissions(dir + "/a", fs::perms::owner_read | fs::perms::owner_exec);
-    const std::string line = dir + "\n";
+    const std::string line = make() + "\n";
     if (::write(fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(3);
   });
   ::close(fds[1]);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   char buf[256] = {};
   const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
   ::close(fds[0]);
-  ASSERT_GT(n, 1);
-  const std::string dir(buf, static_cast<size_t>(n - 1));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n <= 1) return "";
+  return std::string(buf, static_cast<size_t>(n - 1));
+}
+
+TEST(TestDirTest, RemovedWithItsContentsWhenTheProcessThatMadeItExits) {
+  // The child's directory exists only while it runs.
+  const std::string dir = DirMadeInChild([] {
+    const std::string made = MakeTestDir("tp_test_dir_child");
+    fs::create_directories(made + "/a/b");
+    std::ofstream(made + "/a/b/file") << "x";
+    fs::permissions(made + "/a", fs::perms::owner_read | fs::perms::owner_exec);
+    return made;
+  });
+  ASSERT_FALSE(dir.empty());
   EXPECT_EQ(dir.rfind("/tmp/tp_test_dir_child_", 0), 0u) << dir;
   EXPECT_FALSE(fs::exists(dir)) << dir << " outlived the process that made it";
 }
@@ -70,20 +79,11 @@ TEST(TestDirTest, AForkedChildLeavesItsParentsDirectories) {
 }
 
 TEST(TestDirTest, KeptWhenAskedTo) {
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const int status = InChild([&] {
+  const std::string dir = DirMadeInChild([] {
     ::setenv("TRAINPROF_KEEP_TEST_DIRS", "1", 1);
-    const std::string line = MakeTestDir("tp_test_dir_kept") + "\n";
-    if (::write(fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(3);
+    return MakeTestDir("tp_test_dir_kept");
   });
-  ::close(fds[1]);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  char buf[256] = {};
-  const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
-  ::close(fds[0]);
-  ASSERT_GT(n, 1);
-  const std::string dir(buf, static_cast<size_t>(n - 1));
+  ASSERT_FALSE(dir.empty());
   EXPECT_TRUE(fs::is_directory(dir));
   fs::remove_all(dir);
 }
