@@ -51,6 +51,7 @@ class ByteSource {
   bool gzip_ = false;
   bool stream_end_ = false;
   bool member_end_ = false;
+  bool input_end_ = false;  // the file ended (inside a member: what is decoded drains first)
   std::unique_ptr<GzipInflater> z_;
   std::vector<unsigned char> in_;
   int64_t file_bytes_read_ = 0;
