@@ -430,11 +430,23 @@ def test_compile_and_recompile_events_are_marked_on_the_training_page(compiled_r
         assert [(c["name"], c["step"], c["new_graphs"]) for c in compiles] == [
             ("compile", steps[0], 1), ("recompile", steps[10], 1)], compiles
         assert st["compiles_total"] == 2
-        browser.get(srv.url + f"/#/run/{run_id}/training")
-        _wait(browser, "return document.querySelectorAll('#compiles tr').length === 2")
-        names = browser.execute_script(
-            "return Array.from(document.querySelectorAll('#compiles tr')).map(r => r.dataset.name)")
-        assert names == ["compile", "recompile"]
+        # Counts the page's renders (each draws the tabs anew) from the page's first script on.
+        counter = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+            window.tpRenders = 0;
+            new MutationObserver(function (ms) { ms.forEach(function (m) { m.addedNodes.forEach(function (n) {
+              if (n.nodeType === 1 && n.matches('p.tabs')) window.tpRenders++; }); }); })
+              .observe(document, { childList: true, subtree: true });"""})
+        try:
+            browser.get(srv.url + f"/#/run/{run_id}/training")
+            names = _wait(browser, "var r = document.querySelectorAll('#compiles tr');"
+                                   " return r.length === 2 && Array.from(r).map(x => x.dataset.name)")
+            assert names == ["compile", "recompile"]
+            # A finished run's page is drawn once: the live stream's updates (the first comes
+            # right after the first render) bring nothing newer than what it shows.
+            time.sleep(3)
+            assert browser.execute_script("return window.tpRenders") == 1
+        finally:
+            browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", counter)
         browser.save_screenshot(str(ARTIFACTS / "dashboard-training-compiles.png"))
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors

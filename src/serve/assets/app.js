@@ -446,11 +446,17 @@
   function runPage(id, tab) {
     tab = tab || "overview";
     var spec = TABS.filter(function (t) { return t[0] === tab; })[0] || TABS[0];
-    function render() {
+    // The run's version this page shows: a stream update that brings nothing newer (the one
+    // that comes right after the first render, for a finished run always) does not redraw it.
+    var shown = null;
+    function render(d) {
+      if (d && shown && d.latest_ns === shown.latest_ns && !!d.finished === shown.finished) return Promise.resolve();
       var got = spec[3] ? api("/api/runs/" + id) : api("/api/runs/" + id + "/info").then(function (i) {
         return { run: i.run, summary: { command: i.command } };
       });
       return got.then(function (o) {
+        shown = { latest_ns: o.run.latest_ns === undefined ? null : o.run.latest_ns,
+                  finished: o.run.exit_status !== null && o.run.exit_status !== undefined };
         setCrumbs([{ text: "Runs", href: "#/" }, { text: o.run.name || id }]);
         var scrollY = window.scrollY;
         app.textContent = "";
