@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -151,6 +153,77 @@ TEST(KinetoEventParserTest, ArgsAreMinifiedOutsideStringsOnly) {
             InPlace::kOk);
   EXPECT_EQ(std::string(e.args),
             R"({"Call stack":"a.py(1): f; b.py(2): g","Input Dims":[[1,2],[]],"x":" { \" } "})");
+}
+
+// Generated events whose args hold every kind of byte the args minifier stops at or passes:
+// whitespace runs of every length, nested brackets, strings with escaped quotes, brackets and
+// backslashes, control and high bytes. The fast path agrees with the general one (ParseRawEvent
+// and json::AppendMinified, written apart) on each.
+TEST(KinetoEventParserTest, GeneratedArgsAgreeWithTheGeneralPath) {
+  std::mt19937 rng(20261204);
+  auto ws = [&] {
+    std::string s;
+    for (size_t k = rng() % 4 == 0 ? rng() % 40 : rng() % 3; k > 0; --k) s += " \n\r\t"[rng() % 4];
+    return s;
+  };
+  auto str = [&] {
+    std::string s = "\"";
+    for (size_t k = rng() % 30; k > 0; --k) {
+      switch (rng() % 6) {
+        case 0:
+          s += "\\\"";
+          break;
+        case 1:
+          s += "\\\\";
+          break;
+        case 2:
+          s += "{[ ]}";
+          break;
+        case 3:
+          s += "\x01\x1f\x7f\xc3\xa9";
+          break;
+        default:
+          s += "word ";
+      }
+    }
+    return s + "\"";
+  };
+  std::function<std::string(int)> value = [&](int depth) -> std::string {
+    switch (depth < 4 ? rng() % 5 : rng() % 3) {
+      case 0:
+        return str();
+      case 1:
+        return std::to_string(static_cast<int64_t>(rng()) - 1000000) + "." +
+               std::to_string(rng() % 1000);
+      case 2:
+        return rng() % 2 ? "true" : "null";
+      case 3: {
+        std::string a = "[" + ws();
+        for (size_t k = rng() % 5; k > 0; --k)
+          a += value(depth + 1) + ws() + (k > 1 ? "," + ws() : "");
+        return a + "]";
+      }
+      default: {
+        std::string o = "{" + ws();
+        for (size_t k = rng() % 6; k > 0; --k)
+          o += str() + ws() + ":" + ws() + value(depth + 1) + ws() + (k > 1 ? "," + ws() : "");
+        return o + "}";
+      }
+    }
+  };
+  int objects = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string args = "{" + ws();
+    for (size_t k = 1 + rng() % 8; k > 0; --k)
+      args += str() + ws() + ":" + ws() + value(1) + ws() + (k > 1 ? "," + ws() : "");
+    args += ws() + "}";
+    const std::string text = "{\"ph\": \"X\"," + ws() + "\"ts\": " + std::to_string(rng()) + "." +
+                             std::to_string(rng() % 1000) + ws() + ",\"args\":" + ws() + args +
+                             ws() + "}";
+    EXPECT_EQ(CheckAgainstGeneral(text), InPlace::kOk) << text;
+    ++objects;
+  }
+  EXPECT_EQ(objects, 3000);
 }
 
 }  // namespace
