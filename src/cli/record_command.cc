@@ -186,7 +186,7 @@ void AddAgentCommand(CLI::App& app, CommandAction* action) {
         return InvalidArgument("--rules-config needs --live-rules-every on the agent");
       }
       // --out s3://...: record locally, upload as it goes; the nodes of a job share the
-      // run (the first one's run.json is kept: fleet.py sync, TRAINPROF_SHARED_RUN).
+      // run (the first one's run.json is kept: _fleet_sync.py, TRAINPROF_SHARED_RUN).
       std::shared_ptr<RunUpload> upload;
       if (IsObjectStoreUrl(opts->out)) {
         setenv("TRAINPROF_SHARED_RUN", "1", 1);

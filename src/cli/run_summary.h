@@ -3,7 +3,7 @@
 // Written at the end of `record` and of the imports: run.json, the user who recorded or
 // imported it, and the cost advisor's report exactly as `trainprof cost RUN --json` prints it
 // (without the per-GPU detail), or why there is no cost. The Python fleet view
-// (python/trainprof/fleet.py) writes the same file for runs that have none.
+// (python/trainprof/_fleet_runs.py) writes the same file for runs that have none.
 
 #include <string>
 
