@@ -323,6 +323,69 @@ TEST(KinetoImporterTest, TwoThreadParseGivesTheSameStoreOnEveryTrace) {
   EXPECT_GE(imported, 30) << "of " << traces.size();
 }
 
+// The two-thread parse on a generated trace of what the hand-over between the threads must
+// carry intact: strings holding "}, {", names with escapes (decoded into the batch's arena), an
+// escaped key that the fast path leaves to the general one (text items between parsed ones),
+// elements larger than the window (a grown window), with windows of 256 KiB and 1 MiB. The same
+// summary and store as the one-thread parse.
+TEST(KinetoImporterTest, TwoThreadParseOfAGeneratedTraceGivesTheSameStore) {
+  const std::string dir = TempDir();
+  const std::string trace = dir + "/misleading.json";
+  {
+    std::ofstream f(trace);
+    f << "{\"schemaVersion\": 1, \"traceEvents\": [\n";
+    for (int i = 0; i < 40000; ++i) {
+      if (i > 0)
+        f << (i % 7 == 0 ? ",{" : ",\n  {");
+      else
+        f << "  {";
+      f << "\"ph\": \"X\", \"cat\": \"cpu_op\", \"pid\": 1, \"tid\": " << (i % 3)
+        << ", \"ts\": " << 1700000000000000 + i * 10 << "." << (i % 1000) << ", \"dur\": 5";
+      if (i % 3 == 0) {
+        f << ", \"name\": \"op}, {" << i << "\", \"args\": {\"Input Dims\": [[1, 2], []], "
+          << "\"note\": \"x }, { \\\"ph\\\": 1 }\"}";
+      } else if (i % 3 == 1) {
+        f << ", \"name\": \"esc\\u00e9\\\"q\\\" " << i
+          << "\", \"args\": {\n    \"External id\": " << i << "\n  }";
+      } else {
+        f << ", \"name\": \"aten::mm\"";
+      }
+      if (i % 997 == 0) f << ", \"n\\u0061me2\": 1";  // an escaped key: the general path
+      if (i % 4001 == 0) f << ", \"args\": {\"big\": \"" << std::string(300 << 10, 'z') << "\"}";
+      f << "}";
+    }
+    f << "\n]}\n";
+  }
+  for (size_t window : {size_t{256} << 10, size_t{1} << 20}) {
+    std::string runs[2];
+    StatusOr<KinetoImportResult> results[2] = {Internal("not run"), Internal("not run")};
+    for (int k = 0; k < 2; ++k) {
+      runs[k] = TempDir() + "/run";
+      KinetoImportOptions o;
+      o.traces = {trace};
+      o.out = runs[k];
+      o.parse_threads = k + 1;
+      o.read_buffer_bytes = window;
+      results[k] = ImportKineto(o);
+      ASSERT_TRUE(results[k].ok()) << results[k].status().message();
+    }
+    const KinetoFileSummary &a = results[0]->files.at(0), &b = results[1]->files.at(0);
+    EXPECT_EQ(a.elements, 40000);
+    EXPECT_EQ(b.elements, a.elements);
+    EXPECT_EQ(b.events_stored, a.events_stored);
+    EXPECT_EQ(b.categories, a.categories);
+    EXPECT_EQ(b.problems, a.problems);
+    const std::string created = "1000000000000000000";
+    std::map<std::string, std::string> fa = StoreFiles(runs[0], created),
+                                       fb = StoreFiles(runs[1], created);
+    ASSERT_FALSE(fa.empty());
+    ASSERT_EQ(fa.size(), fb.size());
+    for (const auto& [name, bytes] : fa) {
+      EXPECT_TRUE(fb.count(name) && fb.at(name) == bytes) << window << ": " << name;
+    }
+  }
+}
+
 TEST(KinetoImporterTest, ManyRanksInOneRun) {
   std::string run;
   auto r = Import(
