@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainprof import _tune_knobs as K
+from trainprof import _tune_report as TS
 from trainprof import _tune_results as TR
 
 MAX_KNOBS = 32
@@ -549,7 +550,7 @@ class Search:
 
     def canon(self) -> dict[str, dict[str, str]]:
         base = next((r for r in self.results() if r["status"] == "ok" and r.get("baseline")), None)
-        return TR.canonical_values(self.spec.knobs, base)
+        return TS.canonical_values(self.spec.knobs, base)
 
     def _known(self) -> tuple[dict[tuple, dict], dict[tuple[str, str], dict]]:
         """The settings already run (by canonical key) and the knob values that crashed when
@@ -736,16 +737,16 @@ def _search_loop(spec, o, t_start, deadline, exe, price, search, runner, out) ->
         spec.notes.append(f"the run reader process failed {runner.reader.restarts} time(s) and "
                           f"was restarted (a poll of a trial was lost each time)")
     elapsed = time.monotonic() - t_start
-    summary = TR.summarize(spec, search.results(), price, elapsed_s=elapsed,
+    summary = TS.summarize(spec, search.results(), price, elapsed_s=elapsed,
                            trials_s=in_trials_s, ran=ran, stop_reason=stop_reason,
                            setup_s=elapsed if setup_s is None else setup_s)
     summary["projections"] = TR.projections(summary["best"], o.projection_types, o.instance_type,
                                             o.catalog[0], o.catalog[1], o.epoch_samples)
-    TR.write_outputs(spec.state, summary)
+    TS.write_outputs(spec.state, summary)
     if o.json:
         out.write(json.dumps(summary, indent=1) + "\n")
     else:
-        out.write(TR.render_text(summary))
+        out.write(TS.render_text(summary))
     out.flush()
     if Interrupted.flag:
         return 130

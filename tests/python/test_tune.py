@@ -332,6 +332,7 @@ def test_model_knobs_inside_a_recorded_torch_job(tmp_path):
 
 
 def test_a_knob_that_does_not_apply_is_not_named_as_a_change():
+    from trainprof import _tune_report as TS
     from trainprof import _tune_results as TR
     from trainprof import tune as T
 
@@ -343,10 +344,10 @@ def test_a_knob_that_does_not_apply_is_not_named_as_a_change():
     assert TR.changed(knobs, settings) == ["channels_last=1", "torch_threads=1"]
     # the baseline saw no 2-D convolution (channels_last cannot apply) and ran with 4 threads
     base = {"observed": {"conv2d": False, "dataloader": False, "torch_threads": 4}}
-    canon = TR.canonical_values(knobs, base)
+    canon = TS.canonical_values(knobs, base)
     assert TR.changed_as_run(knobs, settings, canon) == ["torch_threads=1"]
     # with a convolution both are changes
-    canon = TR.canonical_values(knobs, {"observed": {"conv2d": True, "torch_threads": 4}})
+    canon = TS.canonical_values(knobs, {"observed": {"conv2d": True, "torch_threads": 4}})
     assert TR.changed_as_run(knobs, settings, canon) == ["channels_last=1", "torch_threads=1"]
 
 
@@ -354,7 +355,7 @@ def test_the_command_to_run_sets_only_the_knobs_that_apply():
     """A winning trial that ran with channels_last=1 on a model without 2-D convolutions: the
     command printed for it sets the threads alone; with neither applying, it needs no
     `trainprof record` and sets nothing."""
-    from trainprof import _tune_results as TR
+    from trainprof import _tune_report as TS
     from trainprof import tune as T
 
     o = T.parser().parse_args(["--try", "channels_last=1", "--try", "torch_threads=1",
@@ -365,13 +366,13 @@ def test_the_command_to_run_sets_only_the_knobs_that_apply():
     r = {"raw_settings": settings, "env": T.env_assignments(knobs, settings),
          "command": ["python", "train.py"]}
     assert sorted(r["env"]) == ["TRAINPROF_TUNE_CHANNELS_LAST=1", "TRAINPROF_TUNE_TORCH_THREADS=1"]
-    canon = TR.canonical_values(knobs, {"observed": {"conv2d": False, "torch_threads": 4}})
-    assert TR.command_as_run(r, knobs, canon) == (
+    canon = TS.canonical_values(knobs, {"observed": {"conv2d": False, "torch_threads": 4}})
+    assert TS.command_as_run(r, knobs, canon) == (
         "TRAINPROF_TUNE_TORCH_THREADS=1 trainprof record -- python train.py")
-    canon = TR.canonical_values(knobs, {"observed": {"conv2d": False, "torch_threads": 1}})
-    assert TR.command_as_run(r, knobs, canon) == "python train.py"
-    canon = TR.canonical_values(knobs, {"observed": {"conv2d": True, "torch_threads": 4}})
-    assert TR.command_as_run(r, knobs, canon) == (
+    canon = TS.canonical_values(knobs, {"observed": {"conv2d": False, "torch_threads": 1}})
+    assert TS.command_as_run(r, knobs, canon) == "python train.py"
+    canon = TS.canonical_values(knobs, {"observed": {"conv2d": True, "torch_threads": 4}})
+    assert TS.command_as_run(r, knobs, canon) == (
         "TRAINPROF_TUNE_CHANNELS_LAST=1 TRAINPROF_TUNE_TORCH_THREADS=1 trainprof record -- "
         "python train.py")
 
