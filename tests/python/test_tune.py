@@ -356,6 +356,7 @@ def test_the_command_to_run_sets_only_the_knobs_that_apply():
     command printed for it sets the threads alone; with neither applying, it needs no
     `trainprof record` and sets nothing."""
     from trainprof import _tune_report as TS
+    from trainprof import _tune_trials as TT
     from trainprof import tune as T
 
     o = T.parser().parse_args(["--try", "channels_last=1", "--try", "torch_threads=1",
@@ -363,7 +364,7 @@ def test_the_command_to_run_sets_only_the_knobs_that_apply():
     T._check_options(o)
     knobs = T.build_spec(o).knobs
     settings = {k.name: k.baseline for k in knobs} | {"channels_last": "1", "torch_threads": "1"}
-    r = {"raw_settings": settings, "env": T.env_assignments(knobs, settings),
+    r = {"raw_settings": settings, "env": TT.env_assignments(knobs, settings),
          "command": ["python", "train.py"]}
     assert sorted(r["env"]) == ["TRAINPROF_TUNE_CHANNELS_LAST=1", "TRAINPROF_TUNE_TORCH_THREADS=1"]
     canon = TS.canonical_values(knobs, {"observed": {"conv2d": False, "torch_threads": 4}})
@@ -386,6 +387,7 @@ def test_compile_knob_wraps_the_model(tmp_path):
 
 
 def test_model_and_batch_knobs_in_the_space():
+    from trainprof import _tune_trials as TT
     from trainprof import tune as T
 
     o = T.parser().parse_args(["--try", "autocast=bf16,fp16", "--try", "batch_size=64",
@@ -396,7 +398,7 @@ def test_model_and_batch_knobs_in_the_space():
     assert knobs["autocast"].changes_math and knobs["batch_size"].changes_math
     assert not knobs["compile"].changes_math
     assert knobs["autocast"].values == ["default", "bf16", "fp16"]
-    env = T.trial_environment(list(knobs.values()),
+    env = TT.trial_environment(list(knobs.values()),
                               {"autocast": "bf16", "batch_size": "default", "compile": "default"})
     assert env["TRAINPROF_TUNE_AUTOCAST"] == "bf16" and env["TRAINPROF_TUNE_OBSERVE"] == "1"
     assert "TRAINPROF_TUNE_BATCH_SIZE" not in env
