@@ -263,6 +263,45 @@ std::map<std::string, std::string> StoreFiles(const std::string& run,
   return out;
 }
 
+// `trace` imported with the one-thread parse and with the two-thread one, in windows of `window`
+// bytes: the two runs and results.
+struct BothWays {
+  std::string runs[2];
+  StatusOr<KinetoImportResult> results[2] = {Internal("not run"), Internal("not run")};
+};
+
+BothWays ImportBothWays(const std::string& trace, size_t window) {
+  BothWays w;
+  for (int k = 0; k < 2; ++k) {
+    w.runs[k] = TempDir() + "/run";
+    KinetoImportOptions o;
+    o.traces = {trace};
+    o.out = w.runs[k];
+    o.parse_threads = k + 1;
+    o.read_buffer_bytes = window;
+    w.results[k] = ImportKineto(o);
+  }
+  return w;
+}
+
+// Both imports (both ok) have the same summary and the same store files byte for byte but for
+// their creation time.
+void ExpectSameImports(const BothWays& w, const std::string& label) {
+  const KinetoFileSummary &a = w.results[0]->files.at(0), &b = w.results[1]->files.at(0);
+  EXPECT_EQ(a.elements, b.elements) << label;
+  EXPECT_EQ(a.events_stored, b.events_stored) << label;
+  EXPECT_EQ(a.categories, b.categories) << label;
+  EXPECT_EQ(a.problems, b.problems) << label;
+  const std::string created = "1000000000000000000";
+  std::map<std::string, std::string> fa = StoreFiles(w.runs[0], created),
+                                     fb = StoreFiles(w.runs[1], created);
+  ASSERT_FALSE(fa.empty()) << label;
+  ASSERT_EQ(fa.size(), fb.size()) << label;
+  for (const auto& [name, bytes] : fa) {
+    EXPECT_TRUE(fb.count(name) && fb.at(name) == bytes) << label << ": " << name;
+  }
+}
+
 // The two-thread parse (a reading thread tokenizes while this one stores) against the
 // one-thread parse on every trace under ../shared/data/traces: the same summary and the same
 // store files byte for byte but for the creation time (or the same error). A 256 KiB window makes
@@ -289,36 +328,14 @@ TEST(KinetoImporterTest, TwoThreadParseGivesTheSameStoreOnEveryTrace) {
   ASSERT_GE(traces.size(), 30u) << root;
   int imported = 0;
   for (const std::string& trace : traces) {
-    std::string runs[2];
-    StatusOr<KinetoImportResult> results[2] = {Internal("not run"), Internal("not run")};
-    for (int k = 0; k < 2; ++k) {
-      runs[k] = TempDir() + "/run";
-      KinetoImportOptions o;
-      o.traces = {trace};
-      o.out = runs[k];
-      o.parse_threads = k + 1;
-      o.read_buffer_bytes = 256 << 10;
-      results[k] = ImportKineto(o);
-    }
-    ASSERT_EQ(results[0].ok(), results[1].ok()) << trace;
-    if (!results[0].ok()) {
-      EXPECT_EQ(results[0].status().message(), results[1].status().message()) << trace;
+    const BothWays w = ImportBothWays(trace, 256 << 10);
+    ASSERT_EQ(w.results[0].ok(), w.results[1].ok()) << trace;
+    if (!w.results[0].ok()) {
+      EXPECT_EQ(w.results[0].status().message(), w.results[1].status().message()) << trace;
       continue;
     }
     ++imported;
-    const KinetoFileSummary &a = results[0]->files.at(0), &b = results[1]->files.at(0);
-    EXPECT_EQ(a.elements, b.elements) << trace;
-    EXPECT_EQ(a.events_stored, b.events_stored) << trace;
-    EXPECT_EQ(a.categories, b.categories) << trace;
-    EXPECT_EQ(a.problems, b.problems) << trace;
-    const std::string created = "1000000000000000000";
-    std::map<std::string, std::string> fa = StoreFiles(runs[0], created),
-                                       fb = StoreFiles(runs[1], created);
-    ASSERT_FALSE(fa.empty()) << trace;
-    ASSERT_EQ(fa.size(), fb.size()) << trace;
-    for (const auto& [name, bytes] : fa) {
-      EXPECT_TRUE(fb.count(name) && fb.at(name) == bytes) << trace << ": " << name;
-    }
+    ExpectSameImports(w, trace);
   }
   EXPECT_GE(imported, 30) << "of " << traces.size();
 }
@@ -357,32 +374,10 @@ TEST(KinetoImporterTest, TwoThreadParseOfAGeneratedTraceGivesTheSameStore) {
     f << "\n]}\n";
   }
   for (size_t window : {size_t{256} << 10, size_t{1} << 20}) {
-    std::string runs[2];
-    StatusOr<KinetoImportResult> results[2] = {Internal("not run"), Internal("not run")};
-    for (int k = 0; k < 2; ++k) {
-      runs[k] = TempDir() + "/run";
-      KinetoImportOptions o;
-      o.traces = {trace};
-      o.out = runs[k];
-      o.parse_threads = k + 1;
-      o.read_buffer_bytes = window;
-      results[k] = ImportKineto(o);
-      ASSERT_TRUE(results[k].ok()) << results[k].status().message();
-    }
-    const KinetoFileSummary &a = results[0]->files.at(0), &b = results[1]->files.at(0);
-    EXPECT_EQ(a.elements, 40000);
-    EXPECT_EQ(b.elements, a.elements);
-    EXPECT_EQ(b.events_stored, a.events_stored);
-    EXPECT_EQ(b.categories, a.categories);
-    EXPECT_EQ(b.problems, a.problems);
-    const std::string created = "1000000000000000000";
-    std::map<std::string, std::string> fa = StoreFiles(runs[0], created),
-                                       fb = StoreFiles(runs[1], created);
-    ASSERT_FALSE(fa.empty());
-    ASSERT_EQ(fa.size(), fb.size());
-    for (const auto& [name, bytes] : fa) {
-      EXPECT_TRUE(fb.count(name) && fb.at(name) == bytes) << window << ": " << name;
-    }
+    const BothWays w = ImportBothWays(trace, window);
+    for (const auto& r : w.results) ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(w.results[0]->files.at(0).elements, 40000);
+    ExpectSameImports(w, "window " + std::to_string(window));
   }
 }
 
