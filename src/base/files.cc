@@ -48,7 +48,8 @@ StatusOr<std::string> ReadFileToString(const std::string& path) {
   return out;
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& contents, unsigned mode) {
+Status WriteFileAtomically(const std::string& path, const std::string& contents, unsigned mode,
+                           bool sync) {
   // A random suffix from the kernel: another user cannot guess the name, and O_EXCL refuses
   // one that exists (a planted symbolic link included) rather than following it.
   std::string tmp;
@@ -81,7 +82,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents,
     }
     done += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 && errno != EINVAL) return fail("fsync failed");
+  if (sync && fsync(fd) != 0 && errno != EINVAL) return fail("fsync failed");
   close(fd);
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;

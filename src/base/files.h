@@ -14,9 +14,9 @@ StatusOr<std::string> ReadFileToString(const std::string& path);
 // O_CREAT|O_EXCL|O_NOFOLLOW, so nothing planted in the directory (a symbolic link at a guessed
 // name) is ever written through; a symbolic link at `path` itself is replaced, not followed.
 // `mode` is asked for exactly (the umask does not widen or narrow it): run files holding the
-// command line use 0600.
+// command line use 0600. `sync` false skips the fsync: for a scratch file nobody keeps.
 Status WriteFileAtomically(const std::string& path, const std::string& contents,
-                           unsigned mode = 0644);
+                           unsigned mode = 0644, bool sync = true);
 Status MakeDirs(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);

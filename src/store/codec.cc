@@ -454,11 +454,15 @@ ZstdCompressor::ZstdCompressor(int level) : cctx_(ZSTD_createCCtx()), level_(lev
 ZstdCompressor::~ZstdCompressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
 
 void ZstdCompressor::Compress(std::string_view raw, std::string* out) {
-  out->resize(ZSTD_compressBound(raw.size()));
-  size_t n = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), out->data(), out->size(), raw.data(),
+  const size_t bound = ZSTD_compressBound(raw.size());
+  if (bound > room_bytes_) {
+    room_.reset(new char[bound]);
+    room_bytes_ = bound;
+  }
+  size_t n = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), room_.get(), room_bytes_, raw.data(),
                                raw.size(), level_);
   TP_CHECK(!ZSTD_isError(n));  // only fails on a too-small buffer, which compressBound rules out
-  out->resize(n);
+  out->assign(room_.get(), n);
 }
 
 namespace {

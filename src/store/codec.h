@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -171,6 +172,10 @@ class ZstdCompressor {
  private:
   void* cctx_;
   int level_;
+  // Output room reused between calls and never zeroed: only the pages the compressed bytes
+  // reach are touched (resizing `out` to the bound would zero, and fault in, all of it).
+  std::unique_ptr<char[]> room_;
+  size_t room_bytes_ = 0;
 };
 
 // The same chunk format as EncodeEventChunk, from `columns` taken in `order` (indices whose

@@ -44,6 +44,9 @@ struct WriterOptions {
   // import into a directory nobody reads before it is complete): the journal stays in memory,
   // flushes are committed without waiting for the disk and Close() syncs the file once.
   bool sync_every_flush = true;
+  // With sync_every_flush false: whether Close() syncs the file (false: a scratch run, made for
+  // one command and removed after it).
+  bool sync_at_close = true;
   // Buffered values/events beyond which new appends are dropped and counted (the writer never
   // grows without bound when the disk is slow or full).
   int64_t max_buffered_values = 50'000'000;

@@ -75,11 +75,11 @@ std::string ProcessStorePath(const std::string& run_dir, const std::string& node
                   "proc-" + std::to_string(pid) + ".sqlite");
 }
 
-Status WriteRunMetadata(const std::string& run_dir, const model::RunMetadata& metadata) {
+Status WriteRunMetadata(const std::string& run_dir, const model::RunMetadata& metadata, bool sync) {
   TP_RETURN_IF_ERROR(MakeDirs(run_dir));
   TP_RETURN_IF_ERROR(CheckRunDirectoryForWriting(run_dir));
   // 0600: run.json holds the command line (secrets redacted, but arguments still tell a lot).
-  return WriteFileAtomically(RunJsonPath(run_dir), model::RunMetadataToJson(metadata), 0600);
+  return WriteFileAtomically(RunJsonPath(run_dir), model::RunMetadataToJson(metadata), 0600, sync);
 }
 
 StatusOr<model::RunMetadata> ReadRunMetadata(const std::string& run_dir) {

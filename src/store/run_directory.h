@@ -30,7 +30,9 @@ std::string ProcessStorePath(const std::string& run_dir, const std::string& node
 std::string SanitizeNodeName(const std::string& node);
 
 // Writes run.json atomically (creating the directory), for a new run or an update at its end.
-Status WriteRunMetadata(const std::string& run_dir, const model::RunMetadata& metadata);
+// `sync` false: no fsync (a scratch run, removed after one command).
+Status WriteRunMetadata(const std::string& run_dir, const model::RunMetadata& metadata,
+                        bool sync = true);
 StatusOr<model::RunMetadata> ReadRunMetadata(const std::string& run_dir);
 
 // Opens a writer for `node`'s store in `run_dir`.
