@@ -1,6 +1,7 @@
 #include "importers/common/byte_source.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -34,13 +35,22 @@ StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path,
   int c1 = c0 == EOF ? EOF : std::fgetc(f);
   src->gzip_ = c0 == 0x1f && c1 == 0x8b;
   std::rewind(f);
+  struct stat st {};
+  const bool stat_ok = fstat(fileno(f), &st) == 0;
+  const int64_t size = stat_ok && S_ISREG(st.st_mode) ? static_cast<int64_t>(st.st_size) : 0;
+  src->text_bytes_hint_ = size;
   if (src->gzip_) {
+    // ISIZE, the last 4 bytes: the (last member's) uncompressed size mod 2^32.
+    unsigned char t[4];
+    int64_t isize = 0;
+    if (size >= 18 && pread(fileno(f), t, sizeof t, size - 4) == 4) {
+      isize = int64_t{t[0]} | int64_t{t[1]} << 8 | int64_t{t[2]} << 16 | int64_t{t[3]} << 24;
+    }
+    src->text_bytes_hint_ = std::max(isize, 8 * size);
     // The gzip wrapper is parsed and its CRC checked; concatenated members are handled in Read.
     // A small file inflates with zlib: loading ISA-L and its self-test cost more than it saves.
-    if (backend == GzipBackend::kAuto) {
-      struct stat st {};
-      if (fstat(fileno(f), &st) == 0 && st.st_size < kIsalMinFileBytes)
-        backend = GzipBackend::kZlib;
+    if (backend == GzipBackend::kAuto && stat_ok && st.st_size < kIsalMinFileBytes) {
+      backend = GzipBackend::kZlib;
     }
     std::string error;
     src->z_ = GzipInflater::Create(backend, &error);

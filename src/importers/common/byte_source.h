@@ -39,6 +39,10 @@ class ByteSource {
   const std::string& path() const { return path_; }
   // Bytes read from the file so far (compressed bytes for gzip).
   int64_t file_bytes_read() const { return file_bytes_read_; }
+  // About how many bytes Read will give, known before reading: the file's size, or for gzip
+  // the trailer's ISIZE (the last member's size mod 2^32), at least 8x the compressed size. A
+  // hint for choosing how to read (one thread or two), never a bound.
+  int64_t text_bytes_hint() const { return text_bytes_hint_; }
   // Each read of the file advances `progress` by the bytes read from it (null: none).
   void set_progress(ProgressSink* progress) { progress_ = progress; }
 
@@ -55,6 +59,7 @@ class ByteSource {
   std::unique_ptr<GzipInflater> z_;
   std::vector<unsigned char> in_;
   int64_t file_bytes_read_ = 0;
+  int64_t text_bytes_hint_ = 0;
   ProgressSink* progress_ = nullptr;
 };
 

@@ -187,5 +187,37 @@ TEST(ByteSourceBackends, RealGzipTracesInflateIdenticallyWithIsalAndZlib) {
   EXPECT_GT(files, 0) << "no .gz trace found under ../shared/data/traces";
 }
 
+TEST(ByteSourceHint, TextBytesHintIsTheFileSizeOrTheGzipTrailersSize) {
+  const std::string dir = TempDir();
+  std::string text;
+  while (text.size() < 300'000) text += "{\"ph\": \"X\", \"name\": \"aten::mm\"},\n";
+  const std::string plain = dir + "/t.json";
+  WriteFile(plain, text);
+  auto p = ByteSource::Open(plain);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)->text_bytes_hint(), static_cast<int64_t>(text.size()));
+  // Compressible text: the trailer's ISIZE, the decompressed size.
+  const std::string gz = dir + "/t.json.gz";
+  WriteGzip(gz, text);
+  const int64_t gz_bytes = static_cast<int64_t>(Slurp(gz).size());
+  ASSERT_LT(8 * gz_bytes, static_cast<int64_t>(text.size()));
+  auto g = ByteSource::Open(gz);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ((*g)->text_bytes_hint(), static_cast<int64_t>(text.size()));
+  // Incompressible bytes: at least 8x the compressed size.
+  std::mt19937 rng(5);
+  std::string noise(100'000, '\0');
+  for (char& c : noise) c = static_cast<char>(rng());
+  const std::string nz = dir + "/n.gz";
+  WriteGzip(nz, noise);
+  auto n = ByteSource::Open(nz);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ((*n)->text_bytes_hint(), 8 * static_cast<int64_t>(Slurp(nz).size()));
+  // Reading is unchanged by the hint.
+  Status status;
+  EXPECT_EQ(ReadAll(gz, 4096, &status), text);
+  EXPECT_TRUE(status.ok()) << status.message();
+}
+
 }  // namespace
 }  // namespace trainprof::importers

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <iostream>
+#include <random>
 #include <string>
 
 #include "base/json_dump.h"
@@ -81,6 +82,48 @@ TEST(KinetoHostileTest, JsonNestingCheckIsIterativeAndIgnoresBracketsInStrings) 
   EXPECT_TRUE(JsonNestingExceeds("{\"a\":[{}]}", 2));
   EXPECT_FALSE(JsonNestingExceeds("{\"a\":[{}]}", 3));
   EXPECT_TRUE(JsonNestingExceeds(Nested(5'000'000), 64));
+}
+
+// The bracket count that settles most texts before the byte loop, against the byte loop alone
+// on generated texts of brackets, quotes, escapes and other bytes (every byte value too).
+TEST(KinetoHostileTest, JsonNestingCheckAgreesWithThePlainLoop) {
+  auto plain = [](std::string_view text, int limit) {
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (c == '\\') {
+          ++i;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        if (++depth > limit) return true;
+      } else if (c == '}' || c == ']') {
+        --depth;
+      }
+    }
+    return false;
+  };
+  std::mt19937 rng(20261204);
+  const std::string alphabet = "{{[[}]\"\\a:,";
+  int exceeded = 0;
+  for (int n = 0; n < 20000; ++n) {
+    std::string text(rng() % 200, ' ');
+    const bool any_byte = n % 4 == 0;
+    for (char& c : text) {
+      c = any_byte ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
+    }
+    const int limit = static_cast<int>(rng() % 12);
+    const bool want = plain(text, limit);
+    exceeded += want;
+    ASSERT_EQ(JsonNestingExceeds(text, limit), want) << "limit " << limit << ": " << text;
+  }
+  EXPECT_GT(exceeded, 1000);  // both answers were exercised
+  EXPECT_LT(exceeded, 19000);
 }
 
 struct ChildResult {
