@@ -10,7 +10,8 @@ namespace trainprof::importers {
 StatusOr<std::unique_ptr<RunBuilder>> RunBuilder::Create(const std::string& dir,
                                                          const std::string& name,
                                                          const std::string& source,
-                                                         std::vector<std::string> command) {
+                                                         std::vector<std::string> command,
+                                                         bool scratch) {
   if (dir.empty()) return InvalidArgument("import needs --out RUN_DIR");
   if (store::IsRunDirectory(dir)) {
     return FailedPrecondition(dir + ": already holds a run; import into a new directory");
@@ -18,6 +19,7 @@ StatusOr<std::unique_ptr<RunBuilder>> RunBuilder::Create(const std::string& dir,
   TP_RETURN_IF_ERROR(MakeDirs(dir));
   std::unique_ptr<RunBuilder> b(new RunBuilder());
   b->dir_ = dir;
+  b->scratch_ = scratch;
   std::string base = name;
   if (base.empty()) {
     std::string d = dir;
@@ -47,6 +49,8 @@ StatusOr<store::NodeStoreWriter*> RunBuilder::Node(const model::NodeInfo& node) 
   store::WriterOptions options;
   options.max_events_per_chunk = 65536;
   options.sync_every_flush = false;  // one sync at Close, not one per flush
+  options.sync_at_close = !scratch_;
+  if (scratch_) options.zstd_level = 1;
   TP_ASSIGN_OR_RETURN(auto w, store::OpenNodeWriter(dir_, node, options));
   store::NodeStoreWriter* raw = w.get();
   writers_.emplace(node.node, std::move(w));
@@ -71,7 +75,7 @@ Status RunBuilder::Finish() {
     meta_.end_ns = max_ns_;
   }
   meta_.instance_count = static_cast<int>(writers_.size());
-  TP_RETURN_IF_ERROR(store::WriteRunMetadata(dir_, meta_));
+  TP_RETURN_IF_ERROR(store::WriteRunMetadata(dir_, meta_, /*sync=*/!scratch_));
   return first;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -32,6 +33,8 @@ constexpr size_t kTailBytes = 1 << 16;
 constexpr int64_t kFlushArgsBytes = 4 << 20;
 // One event's args beyond this are not stored (counted): a store chunk must stay readable.
 constexpr size_t kMaxArgsBytes = 16 << 20;
+// Traces of less JSON than this are read and parsed on the importing thread (auto mode).
+constexpr int64_t kPipelineMinTextBytes = 4 << 20;
 // Node metadata entries kept per file (track names and the trace's scalar header fields), and
 // the longest track name kept: beyond, names are counted, not stored.
 constexpr size_t kMaxTrackNames = 1 << 14;
@@ -56,11 +59,12 @@ StatusOr<int64_t> FindBaseTimeInTail(const std::string& path, bool gzip, bool* f
   } else {
     // gzip has no random access: inflate once more, keeping only the last window.
     TP_ASSIGN_OR_RETURN(auto src, ByteSource::Open(path));
-    std::vector<char> buf(1 << 20);
+    constexpr size_t kBufBytes = 256 << 10;
+    std::unique_ptr<char[]> buf(new char[kBufBytes]);  // not zeroed: only what Read fills is read
     while (true) {
-      TP_ASSIGN_OR_RETURN(size_t n, src->Read(buf.data(), buf.size()));
+      TP_ASSIGN_OR_RETURN(size_t n, src->Read(buf.get(), kBufBytes));
       if (n == 0) break;
-      tail.append(buf.data(), n);
+      tail.append(buf.get(), n);
       if (tail.size() > 2 * kTailBytes) tail.erase(0, tail.size() - kTailBytes);
     }
   }
@@ -614,8 +618,8 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   if (options.traces.empty()) return InvalidArgument("import kineto needs at least one trace");
   std::vector<std::string> command = {"trainprof", "import", "kineto"};
   command.insert(command.end(), options.traces.begin(), options.traces.end());
-  TP_ASSIGN_OR_RETURN(auto builder,
-                      RunBuilder::Create(options.out, options.name, "import kineto", command));
+  TP_ASSIGN_OR_RETURN(auto builder, RunBuilder::Create(options.out, options.name, "import kineto",
+                                                       command, options.scratch));
   RunState run;
   run.builder = builder.get();
   run.flush_events = std::max<int64_t>(1, options.flush_events);
@@ -632,8 +636,18 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
     FileImporter file(run, path, (*src)->gzip());
     StreamOptions stream_options;
     stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
+    // A small trace reads through a smaller window (it still grows for a larger element): a
+    // quarter of its text is four refills, and three quarters fewer fresh pages to fault in.
+    if (const int64_t hint = (*src)->text_bytes_hint(); hint > 0) {
+      stream_options.initial_buffer_bytes =
+          std::min(stream_options.initial_buffer_bytes,
+                   std::max<size_t>(64 << 10, static_cast<size_t>(hint / 4)));
+    }
+    // Under kPipelineMinTextBytes of JSON, starting and feeding a second thread costs more than
+    // it saves (measured in docs/benchmarks.md): one thread.
     const bool pipeline = options.parse_threads >= 2 ||
-                          (options.parse_threads == 0 && platform::UsableCpuCount() >= 2);
+                          (options.parse_threads == 0 && platform::UsableCpuCount() >= 2 &&
+                           (*src)->text_bytes_hint() >= kPipelineMinTextBytes);
     auto streamed = pipeline ? StreamTraceParallel(**src, file, stream_options)
                              : StreamTrace(**src, file, stream_options);
     if (!streamed.ok()) {

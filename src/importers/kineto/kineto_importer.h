@@ -47,6 +47,9 @@ struct KinetoImportOptions {
   // (kineto_parse_pipeline.h); 1: all on this thread; 0: 2 when the process may use two CPUs
   // or more, else 1. The stored run is the same.
   int parse_threads = 0;
+  // A run that one command makes and removes (`trainprof analyze TRACE...`): see
+  // RunBuilder::Create.
+  bool scratch = false;
 };
 
 struct KinetoFileSummary {
