@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Speed of `trainprof import kineto` + `trainprof analyze --hta-compat --json` against
-HolisticTraceAnalysis 0.5.0 (load + temporal, kernel and idle breakdowns + comm-comp overlap)
-on every trace under ../shared/data/traces that HTA loads, one line per trace:
+"""Speed of trainprof's import + analyze of a Kineto trace against HolisticTraceAnalysis 0.5.0
+(load + temporal, kernel and idle breakdowns + comm-comp overlap) on every trace under
+../shared/data/traces that HTA loads, one line per trace:
 
-    trace  events  trainprof_s  hta_s  ratio  figures  met / NOT met (target >= 10x)
+    trace  events  trainprof_s  hta_s  ratio  cpu...  2-step_s ratio  figures  met / NOT met
 
     python3 bench/hta_ratio.py [--repeat N] [--hta-repeat N] [--json OUT] [--only SUBSTRING]...
 
-Times are wall seconds (and CPU seconds, user + system, children included), the best of the
-repeats; met / NOT met is judged on wall time. trainprof's include starting both processes
-(import, then analyze); HTA's are in-process after `import hta` (its interpreter start-up and
-import are not counted). "figures" says whether the two agree within 0.1 percentage point
+trainprof_s is `trainprof analyze TRACE... --hta-compat --json`: one command that imports the
+trace(s) into a scratch run and analyses it, as HTA loads a trace and analyses it. 2-step_s is
+`trainprof import kineto TRACE... --out RUN` then `trainprof analyze RUN --hta-compat --json`
+(two processes; the run is kept, synced to disk, with its summary.json). Times are wall seconds
+(and CPU seconds, user + system, children included), the best of the repeats; met / NOT met is
+judged on the one command's wall time. trainprof's include starting its process(es); HTA's are
+in-process after `import hta` (its interpreter start-up and import are not counted). "figures" says whether the two agree within 0.1 percentage point
 (tests/python/hta_oracle.py compare). Needs HTA installed (scripts/requirements-dev.txt) and the
 trainprof command ($TRAINPROF_BIN, else the installed package's native executable).
 
@@ -88,17 +91,22 @@ def self_cpu() -> float:
     return r.ru_utime + r.ru_stime + children_cpu()
 
 
-def time_trainprof(cmd, files, repeat):
-    """Best wall, best CPU, the analysis and every repeat's wall."""
+def time_trainprof(cmd, files, repeat, two_step=False):
+    """Best wall, best CPU, the analysis and every repeat's wall: of `analyze FILES...`, or
+    with two_step of `import kineto FILES... --out RUN` then `analyze RUN`."""
     best, best_cpu, doc, walls = None, None, None, []
     for _ in range(repeat):
         d = tempfile.mkdtemp(prefix="hta_ratio_")
         try:
             c0 = children_cpu()
             t0 = time.perf_counter()
-            subprocess.run(cmd + ["import", "kineto", *map(str, files), "--out", d + "/run"],
-                           check=True, capture_output=True)
-            out = subprocess.run(cmd + ["analyze", d + "/run", "--hta-compat", "--json"],
+            if two_step:
+                subprocess.run(cmd + ["import", "kineto", *map(str, files), "--out", d + "/run"],
+                               check=True, capture_output=True)
+                target = [d + "/run"]
+            else:
+                target = list(map(str, files))
+            out = subprocess.run(cmd + ["analyze", *target, "--hta-compat", "--json"],
                                  check=True, capture_output=True, text=True).stdout
             wall = time.perf_counter() - t0
             cpu = children_cpu() - c0
@@ -182,7 +190,8 @@ def main() -> int:
     cmd = trainprof_cmd()
     rows, tp_walls, hta_walls = [], [], []
     print(f"{'trace':56} {'events':>7} {'trainprof_s':>11} {'hta_s':>7} {'ratio':>6}  "
-          f"{'cpu: tp_s':>9} {'hta_s':>6} {'ratio':>6}  figures  wall ratio >= {TARGET:.0f}x")
+          f"{'cpu: tp_s':>9} {'hta_s':>6} {'ratio':>6}  {'2-step_s':>8} {'ratio':>6}  "
+          f"figures  wall ratio >= {TARGET:.0f}x")
     for files in trace_sets(args.only):
         name = str(files[0].relative_to(SHARED))
         if len(files) > 1:
@@ -194,7 +203,10 @@ def main() -> int:
             continue
         try:
             tp_s, tp_cpu, doc, tp_w = time_trainprof(cmd, files, args.repeat)
-        except (subprocess.CalledProcessError, json.JSONDecodeError) as e:
+            two_s, _, two_doc, _ = time_trainprof(cmd, files, args.repeat, two_step=True)
+            if two_doc != doc:
+                raise ValueError("analyze of the trace files and of their imported run differ")
+        except (subprocess.CalledProcessError, json.JSONDecodeError, ValueError) as e:
             err = getattr(e, "stderr", b"") or b""
             print(f"{name[-56:]:56} trainprof failed: {str(err)[-200:] or e}  NOT met")
             rows.append({"trace": name, "met": False, "figures_match": False, "error": str(e)})
@@ -208,12 +220,14 @@ def main() -> int:
         events = sum(count_events(f) for f in files)
         print(f"{name[-56:]:56} {events:7d} {tp_s:11.3f} {hta_s:7.3f} {ratio:5.1f}x  "
               f"{tp_cpu:9.3f} {hta_cpu:6.3f} {cpu_ratio:5.1f}x  "
+              f"{two_s:8.3f} {hta_s / two_s:5.1f}x  "
               f"{'match' if not bad else 'DIFFER':7}  {met}")
         for line in bad[:5]:
             print("      " + line)
         rows.append({"trace": name, "events": events, "trainprof_s": tp_s, "hta_s": hta_s,
                      "ratio": ratio, "trainprof_cpu_s": tp_cpu, "hta_cpu_s": hta_cpu,
-                     "cpu_ratio": cpu_ratio, "figures_match": not bad, "met": ratio >= TARGET,
+                     "cpu_ratio": cpu_ratio, "two_step_s": two_s, "two_step_ratio": hta_s / two_s,
+                     "figures_match": not bad, "met": ratio >= TARGET,
                      "hta_errors": sorted(figures["errors"])})
     met = sum(r["met"] for r in rows)
     print(f"{met} of {len(rows)} traces met (>= {TARGET:.0f}x); figures match on "

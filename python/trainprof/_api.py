@@ -80,10 +80,13 @@ def analyze(run, *, hta_compat: bool = False, diff=None, top: int | None = None,
             kernel_wait_threshold_us: float | None = None,
             scaling: Iterable[PathLike] | None = None, warmup_steps: int | None = None) -> dict:
     """Trace analyses per rank (`trainprof analyze RUN --json`): temporal, kernel-type and
-    idle-time breakdowns, communication/computation overlap, kernel launch statistics. With
-    `diff`, the comparison with that baseline run. With `scaling` (runs of the same job at other
-    world sizes), the scaling efficiency instead: {"scaling": {"baseline", "runs": [...]}}."""
-    return _json("analyze", _path(run), "--json",
+    idle-time breakdowns, communication/computation overlap, kernel launch statistics. `run` is
+    a run, or a Kineto trace file or a list of them (one job's ranks), analysed through a
+    scratch run the command removes. With `diff`, the comparison with that baseline run (or
+    trace file). With `scaling` (runs of the same job at other world sizes), the scaling
+    efficiency instead: {"scaling": {"baseline", "runs": [...]}}."""
+    runs = [_path(r) for r in run] if isinstance(run, (list, tuple)) else [_path(run)]
+    return _json("analyze", *runs, "--json",
                  *_options(hta_compat=hta_compat, diff=None if diff is None else _path(diff),
                            top=top, kernel_wait_threshold_us=kernel_wait_threshold_us,
                            scaling=[_path(r) for r in scaling] if scaling else None,

@@ -1,4 +1,5 @@
-// `trainprof analyze RUN [--json] [--diff BASE_RUN]`: trace analyses per rank.
+// `trainprof analyze RUN [--json] [--diff BASE_RUN]`: trace analyses per rank. RUN may also be
+// one or more Kineto trace files, imported into a scratch run for this command alone.
 
 // GCC 12 sees a null string in CLI11's split() as this file's inlining goes (a false positive:
 // the same code builds without it elsewhere).
@@ -6,8 +7,12 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include <CLI/CLI.hpp>
 #pragma GCC diagnostic pop
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,10 +23,13 @@
 #include "analyze/trace/hta_compat.h"
 #include "analyze/trace/rank_trace.h"
 #include "analyze/trace/trace_analysis.h"
+#include "base/files.h"
 #include "base/parallel.h"
 #include "cli/command.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "importers/common/run_builder.h"
+#include "importers/kineto/kineto_importer.h"
 #include "store/run_reader.h"
 
 namespace trainprof::cli {
@@ -105,10 +113,67 @@ StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run, bool merged) {
   return l;
 }
 
+// Trace files given instead of a run: imported as `trainprof import kineto` would, into a
+// directory of our own (mkdtemp under $TMPDIR, 0700), with nothing synced to disk and no
+// summary.json, and removed when the command ends. One process instead of two, as HTA loads a
+// trace and analyses it.
+class ScratchRun {
+ public:
+  static StatusOr<std::unique_ptr<ScratchRun>> Import(const std::vector<std::string>& traces) {
+    for (const std::string& t : traces) {
+      if (IsDirectory(t)) {
+        return InvalidArgument(t + ": is a directory; give one run directory, or trace files");
+      }
+      if (!PathExists(t)) return NotFound(t + ": no such run directory or trace file");
+    }
+    const char* env = std::getenv("TMPDIR");
+    std::string tmpl =
+        JoinPath(env != nullptr && *env != '\0' ? env : "/tmp", "trainprof-analyze-XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return Unavailable(tmpl + ": cannot create a scratch directory: " + ErrnoMessage(errno));
+    }
+    std::unique_ptr<ScratchRun> run(new ScratchRun(tmpl));
+    importers::kineto::KinetoImportOptions o;
+    o.traces = traces;
+    o.out = run->dir_;
+    o.name = importers::FileStem(traces.front());
+    o.scratch = true;
+    TP_RETURN_IF_ERROR(importers::kineto::ImportKineto(o).status());
+    return run;
+  }
+  ~ScratchRun() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  explicit ScratchRun(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+};
+
+// The run a positional argument list names: one run directory as it is, else trace files
+// imported into a scratch run (kept alive in *scratch).
+StatusOr<std::string> RunOf(const std::vector<std::string>& inputs,
+                            std::unique_ptr<ScratchRun>* scratch) {
+  if (inputs.empty()) return InvalidArgument("analyze needs a run directory or trace files");
+  if (inputs.size() == 1 && IsDirectory(inputs.front())) return inputs.front();
+  TP_ASSIGN_OR_RETURN(*scratch, ScratchRun::Import(inputs));
+  return (*scratch)->dir();
+}
+
 }  // namespace
 
-Status RunAnalyze(const AnalyzeOptions& options, std::ostream& out) {
+Status RunAnalyze(const AnalyzeOptions& given, std::ostream& out) {
+  AnalyzeOptions options = given;
+  std::unique_ptr<ScratchRun> scratch, scratch_base;
+  if (!options.inputs.empty()) {
+    TP_ASSIGN_OR_RETURN(options.run, RunOf(options.inputs, &scratch));
+  }
   if (!options.scaling.empty()) return RunScaling(options, out);
+  if (!options.diff_base.empty() && !IsDirectory(options.diff_base)) {
+    TP_ASSIGN_OR_RETURN(options.diff_base, RunOf({options.diff_base}, &scratch_base));
+  }
   TP_ASSIGN_OR_RETURN(auto loaded, Load(options.run, options.hta_compat));
   Loaded& run = *loaded;
   if (run.ranks.empty()) {
@@ -221,9 +286,13 @@ void AddAnalyzeCommand(CLI::App& app, CommandAction* action) {
   auto* cmd = app.add_subcommand("analyze",
                                  "Trace analyses per rank (temporal, kernel and idle "
                                  "breakdowns, launches, steps, stragglers, diff)");
-  cmd->add_option("run", opts->run, "Run directory")->required();
+  cmd->add_option("run", opts->inputs,
+                  "Run directory, or Kineto trace files (imported into a scratch run for this "
+                  "command, as 'import kineto' would, and removed after)")
+      ->required();
   cmd->add_flag("--json", opts->json, "Print JSON");
-  cmd->add_option("--diff", opts->diff_base, "Compare with this (baseline) run");
+  cmd->add_option("--diff", opts->diff_base,
+                  "Compare with this (baseline) run, or Kineto trace file");
   cmd->add_option("--kernel-wait-threshold-us", opts->kernel_wait_threshold_us,
                   "Gaps shorter than this are kernel_wait (default 30 us)");
   cmd->add_option("--top", opts->top, "Entries in the top lists (default 10)");

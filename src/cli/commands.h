@@ -57,6 +57,9 @@ Status RunImportHorovod(const ImportOptions& options, std::ostream& out);
 
 struct AnalyzeOptions {
   std::string run;
+  // On the command line: one run directory, or Kineto trace files (analyze_command.cc imports
+  // them into a scratch run and sets `run`). Empty: `run` as set.
+  std::vector<std::string> inputs;
   bool json = false;
   std::string diff_base;  // baseline run for a trace diff
   double kernel_wait_threshold_us = 30.0;

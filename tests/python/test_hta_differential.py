@@ -10,6 +10,7 @@ that HTA loads (the quick ones here; bench/hta_ratio.py runs every one) and on g
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,12 +55,21 @@ TRACE_SETS = [
 
 
 def trainprof_hta(files, tmp_path):
+    """The analysis of `import kineto FILES` then `analyze RUN`; also checks that `analyze FILES`
+    (one command, a scratch run) prints the same bytes and leaves nothing in $TMPDIR."""
     run = tmp_path / "run"
     cmd = trainprof_command()
     subprocess.run(cmd + ["import", "kineto", *map(str, files), "--out", str(run)], check=True,
                    capture_output=True, text=True)
     out = subprocess.run(cmd + ["analyze", str(run), "--hta-compat", "--json"], check=True,
                          capture_output=True, text=True).stdout
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    one = subprocess.run(cmd + ["analyze", *map(str, files), "--hta-compat", "--json"], check=True,
+                         capture_output=True, text=True,
+                         env={**os.environ, "TMPDIR": str(scratch)}).stdout
+    assert one == out, "analyze of the trace files differs from analyze of their imported run"
+    assert list(scratch.iterdir()) == [], "the scratch run was left behind"
     return hta_oracle.trainprof_figures(json.loads(out))
 
 

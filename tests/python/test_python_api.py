@@ -113,6 +113,9 @@ def test_import_and_analyze_in_process(tmp_path):
     assert mine == _cli_json("analyze", tmp_path / "t", "--json")
     assert run.analyze(hta_compat=True) == _cli_json("analyze", tmp_path / "t", "--json",
                                                      "--hta-compat")
+    # The trace file itself (one or a list): analysed through a scratch run, the same result.
+    assert trainprof.analyze(path, hta_compat=True) == run.analyze(hta_compat=True)
+    assert trainprof.analyze([path], diff=path) == trainprof.analyze(run, diff=run)
     with pytest.raises(trainprof.TrainprofError, match="nope"):
         trainprof.import_kineto(tmp_path / "nope.json", out=tmp_path / "x")
     with pytest.raises(trainprof.TrainprofError, match="no such run directory|not a run"):

@@ -1,0 +1,84 @@
+"""`trainprof analyze TRACE... [--diff TRACE]`: Kineto trace files analysed in one command.
+
+The files are imported into a scratch run (mkdtemp under $TMPDIR) that the command removes. What
+it prints must be what `import kineto` + `analyze RUN` print for the same files (the oracle here
+is the two-step path, itself checked against HTA in test_hta_differential.py); bad input gets an
+error naming it and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import SHARED_DATA, trainprof_command  # noqa: E402
+
+HTA = SHARED_DATA / "traces/HolisticTraceAnalysis/tests/data"
+BASE = HTA / "trace_compare/base/base.json.gz"
+TEST = HTA / "trace_compare/test/test.json.gz"
+RANKS = [HTA / "trace_filter/sampled_rank-0.json.gz", HTA / "trace_filter/sampled_rank-1.json.gz"]
+
+
+def run(args, tmpdir, check=True):
+    return subprocess.run(trainprof_command() + args, capture_output=True, text=True, check=check,
+                          env={**os.environ, "TMPDIR": str(tmpdir)})
+
+
+def imported(files, out):
+    subprocess.run(trainprof_command() + ["import", "kineto", *map(str, files), "--out", str(out)],
+                   check=True, capture_output=True, text=True)
+    return str(out)
+
+
+def test_text_json_and_diff_equal_the_imported_runs(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    base_run = imported([BASE], tmp_path / "base")
+    test_run = imported([TEST], tmp_path / "test")
+    ranks_run = imported(RANKS, tmp_path / "ranks")
+    cases = [
+        (["analyze", str(TEST)], ["analyze", test_run]),
+        (["analyze", str(TEST), "--json", "--top", "3"], ["analyze", test_run, "--json", "--top", "3"]),
+        (["analyze", *map(str, RANKS), "--json"], ["analyze", ranks_run, "--json"]),
+        (["analyze", str(TEST), "--diff", str(BASE), "--json"],
+         ["analyze", test_run, "--diff", base_run, "--json"]),
+        (["analyze", str(TEST), "--diff", base_run], ["analyze", test_run, "--diff", base_run]),
+    ]
+    for one, two in cases:
+        a = run(one, scratch).stdout
+        b = run(two, scratch).stdout
+        assert a == b, f"{one} differs from {two}"
+        assert a.strip(), one  # not vacuous: both printed an analysis
+    assert "rank" in run(["analyze", str(TEST)], scratch).stdout
+    assert list(scratch.iterdir()) == []
+
+
+def test_bad_input_is_named_and_leaves_nothing(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    missing = tmp_path / "no_such_trace.json"
+    r = run(["analyze", str(missing)], scratch, check=False)
+    assert r.returncode != 0 and "no_such_trace.json" in r.stderr and "no such" in r.stderr
+
+    two_runs = [imported([BASE], tmp_path / "a"), imported([TEST], tmp_path / "b")]
+    r = run(["analyze", *two_runs], scratch, check=False)
+    assert r.returncode != 0 and "is a directory" in r.stderr
+
+    # A truncated gzip trace: the import's error names the file; the scratch run is removed.
+    whole = BASE.read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    r = run(["analyze", str(cut), "--json"], scratch, check=False)
+    assert r.returncode != 0 and "cut.json.gz" in r.stderr, r.stderr
+    assert list(scratch.iterdir()) == []
+
+    # Not JSON at all.
+    junk = tmp_path / "junk.json"
+    junk.write_bytes(gzip.compress(b"\x00" * 64))
+    r = run(["analyze", str(junk)], scratch, check=False)
+    assert r.returncode != 0 and "junk.json" in r.stderr, r.stderr
+    assert list(scratch.iterdir()) == []
