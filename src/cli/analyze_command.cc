@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 #pragma GCC diagnostic pop
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -120,15 +122,16 @@ StatusOr<std::unique_ptr<Loaded>> Load(const std::string& run, bool merged) {
 class ScratchRun {
  public:
   static StatusOr<std::unique_ptr<ScratchRun>> Import(const std::vector<std::string>& traces) {
+    int64_t file_bytes = 0;
     for (const std::string& t : traces) {
+      struct stat st {};
+      if (stat(t.c_str(), &st) == 0) file_bytes += st.st_size;
       if (IsDirectory(t)) {
         return InvalidArgument(t + ": is a directory; give one run directory, or trace files");
       }
       if (!PathExists(t)) return NotFound(t + ": no such run directory or trace file");
     }
-    const char* env = std::getenv("TMPDIR");
-    std::string tmpl =
-        JoinPath(env != nullptr && *env != '\0' ? env : "/tmp", "trainprof-analyze-XXXXXX");
+    std::string tmpl = JoinPath(ScratchParent(file_bytes), "trainprof-analyze-XXXXXX");
     if (mkdtemp(tmpl.data()) == nullptr) {
       return Unavailable(tmpl + ": cannot create a scratch directory: " + ErrnoMessage(errno));
     }
@@ -140,6 +143,19 @@ class ScratchRun {
     o.scratch = true;
     TP_RETURN_IF_ERROR(importers::kineto::ImportKineto(o).status());
     return run;
+  }
+  // $TMPDIR when set. Else a small run lives in memory (/dev/shm, a tmpfs: creating, writing
+  // and removing its files cost about a millisecond less than on a disk's file system, a tenth
+  // of the whole command on a 1 MB trace), a large one in /tmp.
+  static std::string ScratchParent(int64_t trace_file_bytes) {
+    const char* env = std::getenv("TMPDIR");
+    if (env != nullptr && *env != '\0') return env;
+    constexpr int64_t kInMemoryMaxFileBytes = 16 << 20;
+    if (trace_file_bytes <= kInMemoryMaxFileBytes && IsDirectory("/dev/shm") &&
+        access("/dev/shm", W_OK | X_OK) == 0) {
+      return "/dev/shm";
+    }
+    return "/tmp";
   }
   ~ScratchRun() {
     std::error_code ec;

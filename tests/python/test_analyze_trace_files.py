@@ -82,3 +82,19 @@ def test_bad_input_is_named_and_leaves_nothing(tmp_path):
     r = run(["analyze", str(junk)], scratch, check=False)
     assert r.returncode != 0 and "junk.json" in r.stderr, r.stderr
     assert list(scratch.iterdir()) == []
+
+
+def test_without_tmpdir_a_small_trace_goes_through_memory_and_is_removed(tmp_path):
+    """Without $TMPDIR the scratch run of a small trace is made in /dev/shm (a tmpfs), else in
+    /tmp; either way it is gone when the command ends."""
+    env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    parents = [Path(p) for p in ("/dev/shm", "/tmp") if Path(p).is_dir()]
+
+    def scratch_dirs():
+        return {d for p in parents for d in p.glob("trainprof-analyze-*")}
+
+    before = scratch_dirs()
+    out = subprocess.run(trainprof_command() + ["analyze", str(TEST), "--json"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out == run(["analyze", imported([TEST], tmp_path / "t"), "--json"], tmp_path).stdout
+    assert scratch_dirs() - before == set()
