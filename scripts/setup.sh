@@ -29,7 +29,7 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 PY="$ROOT/.venv/bin/python"
-if ! "$PY" -c "import scikit_build_core, pybind11, pytest, pandas, numpy, torch, pytorch_lightning, transformers, accelerate, keras, tensorflow, selenium, psutil, mypy, hta, auditwheel, build, pyarrow, duckdb, moto, optuna, yaml" 2>/dev/null; then
+if ! "$PY" -c "import scikit_build_core, pybind11, pytest, pandas, numpy, torch, pytorch_lightning, transformers, accelerate, keras, tensorflow, playwright, psutil, mypy, hta, auditwheel, build, pyarrow, duckdb, moto, optuna, yaml" 2>/dev/null; then
   log "installing Python dependencies"
   "$PY" -m pip install -q --upgrade pip
   "$PY" -m pip install -q -r scripts/requirements-dev.txt

@@ -6,6 +6,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -62,29 +63,74 @@ def smallest_kineto_trace(accept):
     raise AssertionError("no such Kineto trace under shared/data/traces")
 
 
+class Browser:
+    """One page of headless Chromium driven by Playwright (pip `playwright`: its driver; the
+    browser is Debian's chromium, which Playwright launches by path, since its own browser
+    builds are downloaded from outside the package index). The page's console errors and
+    uncaught exceptions are kept for the tests to assert on (`errors()`)."""
+
+    def __init__(self, page):
+        self.page = page
+        self._errors: list[str] = []
+        page.on("console", lambda m: self._errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self._errors.append(f"uncaught: {e}"))
+
+    def open(self, url: str) -> None:
+        self.page.goto(url)
+
+    def reload(self) -> None:
+        self.page.reload()
+
+    def js(self, body: str, *args):
+        """Runs `body` as a function's body (`return` gives the value; `args[i]` are the
+        arguments, element handles included)."""
+        return self.page.evaluate(f"(args) => {{ {body} }}", list(args))
+
+    def wait(self, body: str, timeout: float = 20):
+        """Runs `body` (as `js`) every 0.2 s until it gives a truthy value; that value."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = self.js(body)
+            if value:
+                return value
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for: {body}")
+
+    def text(self, selector: str) -> str:
+        """The rendered text (innerText) of the first element `selector` matches."""
+        return self.page.locator(selector).first.inner_text()
+
+    def resize(self, width: int, height: int) -> None:
+        self.page.set_viewport_size({"width": width, "height": height})
+
+    def screenshot(self, path: str) -> bool:
+        self.page.screenshot(path=path)
+        return Path(path).stat().st_size > 0
+
+    def errors(self) -> list[str]:
+        """The console errors and uncaught exceptions since the last call."""
+        out, self._errors = self._errors, []
+        return out
+
+
 @pytest.fixture(scope="module")
 def browser():
-    """Headless Chromium (Debian's chromium and chromium-driver) driven by Selenium, with the
-    browser console kept (tests assert there are no errors); one per test module."""
+    """A Browser (above), one per test module, 1300 x 1000."""
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
+        from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("selenium is required (scripts/requirements-dev.txt)")
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.fail("Debian's chromium and chromium-driver are required (scripts/system-packages.txt)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        pytest.fail("playwright is required (scripts/requirements-dev.txt)")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("Debian's chromium is required (scripts/system-packages.txt)")
     # Chromium leaves its singleton socket directory in $TMPDIR when it quits: a private one,
     # removed after, keeps /tmp clean across test runs.
-    with tempfile.TemporaryDirectory(prefix="tp_chromium_") as tmp:
-        service = Service(driver_path, env={**os.environ, "TMPDIR": tmp})
-        driver = webdriver.Chrome(service=service, options=options)
+    with tempfile.TemporaryDirectory(prefix="tp_chromium_") as tmp, sync_playwright() as pw:
+        instance = pw.chromium.launch(executable_path=chromium, headless=True,
+                                      args=["--no-sandbox", "--disable-gpu"],
+                                      env={**os.environ, "TMPDIR": tmp})
         try:
-            yield driver
+            page = instance.new_page(viewport={"width": 1300, "height": 1000})
+            yield Browser(page)
         finally:
-            driver.quit()
+            instance.close()

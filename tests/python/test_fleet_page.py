@@ -2,7 +2,7 @@
 
 Its numbers are checked against the fleet --json document (one source of truth: the page embeds
 it) and against totals computed here, independently, from the generated runs' summaries; it is
-rendered by headless Chromium (Selenium, as test_report_browser.py): no console errors, the
+rendered by headless Chromium (Playwright, as test_report_browser.py): no console errors, the
 spend chart drawn, names from runs shown as text, never run. Screenshot: tests/artifacts/."""
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def test_page_numbers_match_json_and_summaries(page):
 
 def test_page_in_chromium(page, browser):
     out, doc, truth = page
-    browser.get(out.as_uri())
-    got = browser.execute_script("""
+    browser.open(out.as_uri())
+    got = browser.js("""
         var div = document.querySelector('div.chart'), inked = 0;
         div.querySelectorAll('canvas').forEach(function (c) {
           if (!c.width || !c.height) return;
@@ -101,8 +101,8 @@ def test_page_in_chromium(page, browser):
                 savings: document.querySelectorAll('table[data-table=savings] tr').length - 1};
     """)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / "fleet_page.png"))
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    browser.screenshot(str(ARTIFACTS / "fleet_page.png"))
+    errors = browser.errors()
     assert errors == []
     assert got["canvases"] > 0 and got["inked"] > 50, got["text"]
     assert got["pwned"] is None
@@ -172,13 +172,13 @@ def test_dashboard_fleet(page, browser):
         assert again["total_cost_usd"] == pytest.approx(truth["total"] + more, rel=1e-9)
         shutil.rmtree(extra)
 
-        browser.get("about:blank")
-        browser.get_log("browser")
-        browser.get(url + "/#/fleet")
+        browser.open("about:blank")
+        browser.errors()
+        browser.open(url + "/#/fleet")
         deadline = time.time() + 30
         got = None
         while time.time() < deadline:
-            got = browser.execute_script("""
+            got = browser.js("""
                 var v = document.querySelector('[data-k=total_cost_usd]');
                 var n = document.querySelectorAll('#fleet-chart canvas').length;
                 return v && n ? {total: v.textContent, canvases: n,
@@ -190,10 +190,10 @@ def test_dashboard_fleet(page, browser):
             time.sleep(0.2)
         assert got, "the Fleet page did not draw"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-fleet.png"))
+        browser.screenshot(str(ARTIFACTS / "dashboard-fleet.png"))
         assert got["total"] == f'${truth["total"]:.2f}'
         assert got["top"][0] == EVIL  # as text
-        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+        assert browser.errors() == []
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -1,5 +1,5 @@
 """The report as a person sees it: rendered by headless Chromium (Debian's chromium driven by
-Selenium through Debian's chromedriver), every section present, charts drawn, no console errors,
+Playwright, tests/python/conftest.py), every section present, charts drawn, no console errors,
 nothing from the trace executed. The screenshot is kept under tests/artifacts/."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def report_html(tmp_path_factory) -> Path:
 
 def drawn_charts(browser) -> list[dict]:
     """Per chart placeholder: its canvases and how many sampled pixels carry ink."""
-    return browser.execute_script("""
+    return browser.js("""
         return Array.from(document.querySelectorAll('div.chart')).filter(function (div) {
           return !div.closest('details:not([open])');  // drawn when opened
         }).map(function (div) {
@@ -66,14 +67,11 @@ def drawn_charts(browser) -> list[dict]:
 
 
 def test_report_renders_in_chromium(report_html, browser):
-    from selenium.webdriver.common.by import By
-
-    browser.get(report_html.as_uri())
-    browser.execute_script("return document.readyState")
+    browser.open(report_html.as_uri())
+    browser.js("return document.readyState")
     for section in SECTIONS:
-        el = browser.find_element(By.ID, section)
-        assert el.is_displayed(), section
-        assert el.find_element(By.TAG_NAME, "h2").text.strip(), section
+        assert browser.page.locator(f"#{section}").is_visible(), section
+        assert browser.text(f"#{section} h2").strip(), section
 
     # Every chart placeholder holds a canvas with pixels on it (dygraphs and the heatmap draw on
     # canvas); none reports a drawing error.
@@ -84,35 +82,37 @@ def test_report_renders_in_chromium(report_html, browser):
         assert "could not be drawn" not in chart["text"], chart
 
     # Nothing from the trace ran or became markup.
-    assert browser.execute_script("return document.querySelectorAll('img').length") == 0
+    assert browser.js("return document.querySelectorAll('img').length") == 0
     # the page's own: chart data, dygraphs, the shared chart layer (charts.js), the report's script
-    assert browser.execute_script("return document.querySelectorAll('script').length") == 4
-    body = browser.find_element(By.TAG_NAME, "body").text
+    assert browser.js("return document.querySelectorAll('script').length") == 4
+    body = browser.text("body")
     assert "<script>alert(\"op\")</script>" in body
     assert "--tag=<script>alert('cmd')</script>" in body
     assert "Custom<script>alert('rule')</script>" in body
     # The planted cProfile profile (synthetic_run.cc): recursive calls as pstats writes them.
-    python = browser.find_element(By.ID, "python").text
+    python = browser.text("#python")
     assert "Steps 40-42" in python and "300/30" in python
     assert "<script>alert(\"py\")</script>" in python
 
-    # Hovering a time series shows values (dygraphs' legend follows the mouse).
-    from selenium.webdriver import ActionChains
-
-    chart = browser.find_element(By.CSS_SELECTOR, "#system div.chart:not(:first-of-type), #system figure div.chart")
-    ActionChains(browser).move_to_element_with_offset(chart, 40, 0).perform()
-    legend = browser.execute_script(  # the hovered chart's own (the findings draw charts too)
-        "var l = arguments[0].querySelector('.dygraph-legend'); return l ? l.textContent : '';",
-        chart)
+    # Hovering a time series shows values (dygraphs' legend follows the mouse): the mouse 40 px
+    # right of the chart's centre.
+    chart = browser.page.locator(
+        "#system div.chart:not(:first-of-type), #system figure div.chart").first
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    browser.page.mouse.move(box["x"] + box["width"] / 2 + 40, box["y"] + box["height"] / 2)
+    legend = browser.js(  # the hovered chart's own (the findings draw charts too)
+        "var l = args[0].querySelector('.dygraph-legend'); return l ? l.textContent : '';",
+        chart.element_handle())
     assert legend.strip(), "no hover legend"
 
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    errors = browser.errors()
     assert errors == [], errors
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    height = browser.execute_script("return document.body.scrollHeight")
-    browser.set_window_size(1300, min(height, 12000))
-    assert browser.save_screenshot(str(ARTIFACTS / "report.png"))
+    height = browser.js("return document.body.scrollHeight")
+    browser.resize(1300, min(height, 12000))
+    assert browser.screenshot(str(ARTIFACTS / "report.png"))
 
 
 def test_report_pdf(report_html, tmp_path):
@@ -144,29 +144,27 @@ def recorded_report(tmp_path_factory) -> Path:
 
 
 def test_recorded_run_report_renders_in_chromium(recorded_report, browser):
-    from selenium.webdriver.common.by import By
-
     assert recorded_report.exists() and (recorded_report.parent / "report.json").exists()
-    browser.get(recorded_report.as_uri())
+    browser.open(recorded_report.as_uri())
     for section in SECTIONS:
-        el = browser.find_element(By.ID, section)
-        assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text.strip(), section
+        assert browser.page.locator(f"#{section}").is_visible(), section
+        assert browser.text(f"#{section} h2").strip(), section
     drawn = drawn_charts(browser)
     # System usage, the heatmap and the step-time charts of a real run all draw.
     assert len(drawn) >= 5, drawn
     for chart in drawn:
         assert "could not be drawn" not in chart["text"], chart
         assert chart["canvases"] > 0 and chart["inked"] > 50, chart
-    body = browser.find_element(By.TAG_NAME, "body").text
+    body = browser.text("body")
     assert "train_resnet_synthetic.py" in body          # the command, in the summary
     assert "ml.m5.xlarge" in body and "$" in body        # priced from the catalog
     assert "aten::" in body                               # operators from the detailed steps
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    errors = browser.errors()
     assert errors == [], errors
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    height = browser.execute_script("return document.body.scrollHeight")
-    browser.set_window_size(1300, min(height, 12000))
-    assert browser.save_screenshot(str(ARTIFACTS / "report_recorded_run.png"))
+    height = browser.js("return document.body.scrollHeight")
+    browser.resize(1300, min(height, 12000))
+    assert browser.screenshot(str(ARTIFACTS / "report_recorded_run.png"))
 
 
 def test_recorded_run_report_reads_like_a_monitoring_ui(recorded_report, browser):
@@ -177,19 +175,17 @@ def test_recorded_run_report_reads_like_a_monitoring_ui(recorded_report, browser
     every chart with several lines; a heatmap tall enough to read; the rest behind "More
     metrics", whose charts draw when it opens; the findings within 3 screens."""
     import trainprof
-    from selenium.webdriver.common.by import By
 
     frame = trainprof.open(recorded_report.parent).system_metrics().to_pandas()
     grouped = frame.groupby(["metric", "device"])["value"]
     zero = {(m, d) for (m, d), v in grouped if len(v) and (v == 0).all()}
     nonzero = {(m, d) for (m, d), v in grouped if len(v) and (v != 0).any()}
     assert zero and nonzero
-    browser.get(recorded_report.as_uri())
-    zero_lines = [e.get_attribute("textContent") for e in
-                  browser.find_elements(By.CSS_SELECTOR, "#system p.zero")]
+    browser.open(recorded_report.as_uri())
+    zero_lines = browser.page.locator("#system p.zero").all_text_contents()
     assert zero_lines and all(t.startswith("Zero throughout the run") for t in zero_lines)
     # Rows: metric (title or name) and device; none of the zero series has one.
-    rows = browser.execute_script("""
+    rows = browser.js("""
         return Array.from(document.querySelectorAll('#system table.stats tbody tr')).map(
           function (tr) { return Array.from(tr.cells).map(function (c) { return c.textContent; }); });""")
     row_keys = {(r[0], r[1]) for r in rows}
@@ -208,7 +204,7 @@ def test_recorded_run_report_reads_like_a_monitoring_ui(recorded_report, browser
     for metric, device in nonzero:
         assert (titles.get(metric, metric), device or "—") in row_keys, (metric, device)
     # Charts on the first level: drawn, with distinct y ticks and a legend when several lines.
-    charts = browser.execute_script("""
+    charts = browser.js("""
         return Array.from(document.querySelectorAll('#system div.chart')).filter(function (d) {
           return !d.closest('details:not([open])'); }).map(function (d) {
           var ticks = Array.from(d.querySelectorAll('.dygraph-axis-label-y')).map(function (e) {
@@ -229,25 +225,38 @@ def test_recorded_run_report_reads_like_a_monitoring_ui(recorded_report, browser
         if c["kind"] == "heatmap":
             assert c["height"] >= 60, c
     # "More metrics" is closed; opening it draws its charts.
-    more = browser.find_element(By.CSS_SELECTOR, "#system details.more")
+    more = browser.page.locator("#system details.more").first
     assert more.get_attribute("open") is None
-    more.find_element(By.TAG_NAME, "summary").click()
+    more.locator("summary").first.click()
     # The "toggle" event is dispatched asynchronously after the click: wait for it to draw.
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def drawn(driver):
-        counts = driver.execute_script("""
-            return Array.from(document.querySelectorAll('#system details.more div.chart')).map(
-              function (d) { return d.querySelectorAll('canvas').length; });""")
-        return counts if counts and all(n > 0 for n in counts) else False
-
-    hidden = WebDriverWait(browser, 10, poll_frequency=0.05).until(
-        drawn, message="charts under 'More metrics' were not drawn after opening it")
+    hidden = browser.wait("""
+        var counts = Array.from(document.querySelectorAll('#system details.more div.chart')).map(
+          function (d) { return d.querySelectorAll('canvas').length; });
+        return counts.length && counts.every(function (n) { return n > 0; }) ? counts : null;""",
+                          timeout=10)
     assert hidden and all(n > 0 for n in hidden), hidden
-    more.find_element(By.TAG_NAME, "summary").click()
-    rules_end = browser.execute_script(
+    more.locator("summary").first.click()
+    rules_end = browser.js(
         "var r = document.getElementById('rules').getBoundingClientRect();"
         "return r.bottom + window.scrollY;")
     assert rules_end < 3 * 1600, rules_end
-    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    errors = browser.errors()
     assert errors == [], errors
+
+
+def test_the_browser_fixture_sees_console_errors_and_uncaught_exceptions(browser, tmp_path):
+    """The `errors()` the page tests assert empty is not empty by construction: a page that logs
+    an error and throws gives both."""
+    page = tmp_path / "bad.html"
+    page.write_text("<p>x</p><script>console.error('logged'); setTimeout(function () {"
+                    " throw new Error('thrown'); }, 0);</script>")
+    browser.errors()
+    browser.open(page.as_uri())
+    browser.wait("return document.readyState === 'complete'")
+    deadline = time.time() + 5
+    errors: list[str] = []
+    while time.time() < deadline and len(errors) < 2:
+        browser.page.wait_for_timeout(100)
+        errors += browser.errors()
+    assert any("logged" in e for e in errors), errors
+    assert any("thrown" in e for e in errors), errors

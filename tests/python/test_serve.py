@@ -265,14 +265,14 @@ def test_live_streams_are_bounded(tmp_path):
 def _fresh(browser):
     """A blank page and an empty console log: what an earlier test's page logged after its
     server stopped (the live stream reconnecting) is not this test's error."""
-    browser.get("about:blank")
-    browser.get_log("browser")
+    browser.open("about:blank")
+    browser.errors()
 
 
 def _wait(browser, script, timeout=20):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        value = browser.execute_script(script)
+        value = browser.js(script)
         if value:
             return value
         time.sleep(0.2)
@@ -283,32 +283,32 @@ def test_the_page_in_a_browser(runs, browser):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     srv = Serve([runs])
     try:
-        browser.get(srv.url + "/")
+        browser.open(srv.url + "/")
         _wait(browser, "return document.querySelectorAll('#runs tr[data-id]').length == 2")
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-runs.png"))
-        ids = browser.execute_script(
+        browser.screenshot(str(ARTIFACTS / "dashboard-runs.png"))
+        ids = browser.js(
             "return Array.from(document.querySelectorAll('#runs tr[data-id]')).map(r => r.dataset.id)")
-        browser.get(srv.url + f"/#/run/{ids[0]}")
+        browser.open(srv.url + f"/#/run/{ids[0]}")
         _wait(browser, "return document.querySelector('.verdict') !== null")
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-overview.png"))
-        browser.get(srv.url + f"/#/run/{ids[0]}/nodes")
-        browser.refresh()
+        browser.screenshot(str(ARTIFACTS / "dashboard-overview.png"))
+        browser.open(srv.url + f"/#/run/{ids[0]}/nodes")
+        browser.reload()
         canvases = _wait(browser, "var n = document.querySelectorAll('#m0 canvas').length; return n || 0")
         assert canvases > 0
         # a metric the run does not have collapses to one line instead of an empty chart
         _wait(browser, "var e = document.getElementById('m1'); return e && e.className == 'collapsed'")
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-nodes.png"))
-        browser.get(srv.url + f"/#/compare/{ids[0]},{ids[1]}")
-        browser.refresh()
+        browser.screenshot(str(ARTIFACTS / "dashboard-nodes.png"))
+        browser.open(srv.url + f"/#/compare/{ids[0]},{ids[1]}")
+        browser.reload()
         _wait(browser, "return document.querySelectorAll('#compare tr').length > 5")
-        changed = browser.execute_script(
+        changed = browser.js(
             "return Array.from(document.querySelectorAll('#compare tr.diff-changed th')).map(t => t.textContent)")
         assert "command" in changed and "training steps" in changed
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-compare.png"))
-        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        browser.screenshot(str(ARTIFACTS / "dashboard-compare.png"))
+        errors = browser.errors()
         assert not errors, errors
     finally:
-        browser.get("about:blank")
+        browser.open("about:blank")
         srv.stop()
 
 
@@ -351,20 +351,20 @@ def test_record_serve_shows_a_live_job_growing_and_its_problem_appearing(tmp_pat
             except OSError:
                 time.sleep(0.3)
         assert run_id, job.stderr.read() if job.poll() is not None else "no run served"
-        browser.get(url + f"/#/run/{run_id}/nodes")
+        browser.open(url + f"/#/run/{run_id}/nodes")
         first = int(_wait(browser, "var e = document.getElementById('m0');"
                                    " return e && Number(e.dataset.samples || 0)"))
         grown = _wait(browser, "var e = document.getElementById('m0');"
                                f" return e && Number(e.dataset.samples || 0) > {first + 5}", timeout=20)
         assert grown
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-live-nodes.png"))
-        browser.get(url + f"/#/run/{run_id}")
-        browser.refresh()
+        browser.screenshot(str(ARTIFACTS / "dashboard-live-nodes.png"))
+        browser.open(url + f"/#/run/{run_id}")
+        browser.reload()
         _wait(browser, "return document.querySelector('.finding[data-rule=DataLoaderStarvation]')"
                        " !== null", timeout=45)
         assert job.poll() is None  # seen while the job still runs
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-live-finding.png"))
-        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        browser.screenshot(str(ARTIFACTS / "dashboard-live-finding.png"))
+        errors = browser.errors()
         assert not errors, errors
     finally:
         job.terminate()
@@ -431,27 +431,24 @@ def test_compile_and_recompile_events_are_marked_on_the_training_page(compiled_r
             ("compile", steps[0], 1), ("recompile", steps[10], 1)], compiles
         assert st["compiles_total"] == 2
         # Counts the page's renders (each draws the tabs anew) from the page's first script on.
-        counter = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+        with browser.page.add_init_script("""
             window.tpRenders = 0;
             new MutationObserver(function (ms) { ms.forEach(function (m) { m.addedNodes.forEach(function (n) {
               if (n.nodeType === 1 && n.matches('p.tabs')) window.tpRenders++; }); }); })
-              .observe(document, { childList: true, subtree: true });"""})
-        try:
-            browser.get(srv.url + f"/#/run/{run_id}/training")
+              .observe(document, { childList: true, subtree: true });"""):
+            browser.open(srv.url + f"/#/run/{run_id}/training")
             names = _wait(browser, "var r = document.querySelectorAll('#compiles tr');"
                                    " return r.length === 2 && Array.from(r).map(x => x.dataset.name)")
             assert names == ["compile", "recompile"]
             # A finished run's page is drawn once: the live stream's updates (the first comes
             # right after the first render) bring nothing newer than what it shows.
             time.sleep(3)
-            assert browser.execute_script("return window.tpRenders") == 1
-        finally:
-            browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", counter)
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-training-compiles.png"))
-        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+            assert browser.js("return window.tpRenders") == 1
+        browser.screenshot(str(ARTIFACTS / "dashboard-training-compiles.png"))
+        errors = browser.errors()
         assert not errors, errors
     finally:
-        browser.get("about:blank")
+        browser.open("about:blank")
         srv.stop()
 
 
@@ -490,21 +487,21 @@ def test_processes_of_a_recorded_job_and_of_a_run_without_any(compiled_run, brow
         quiet = srv.json(f"/api/runs/{rows['quiet']}/processes")
         assert quiet["nodes"] == []
 
-        browser.get(srv.url + f"/#/run/{rows['compiled']}/nodes")
+        browser.open(srv.url + f"/#/run/{rows['compiled']}/nodes")
         _wait(browser, "return document.querySelector('#processes summary') !== null")
-        browser.execute_script("document.querySelector('#processes summary').click()")
+        browser.js("document.querySelector('#processes summary').click()")
         _wait(browser, "return document.querySelectorAll('#processes li[data-pid]').length === 3")
-        shown = browser.execute_script(
+        shown = browser.js(
             "return Array.from(document.querySelectorAll('#processes li')).map(l => Number(l.dataset.pid))")
         assert sorted(shown) == sorted(known["main"] + known["worker"])
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-processes.png"))
-        browser.get(srv.url + f"/#/run/{rows['quiet']}/nodes")
+        browser.screenshot(str(ARTIFACTS / "dashboard-processes.png"))
+        browser.open(srv.url + f"/#/run/{rows['quiet']}/nodes")
         _wait(browser, "return document.querySelector('#processes summary') !== null")
-        browser.execute_script("document.querySelector('#processes summary').click()")
+        browser.js("document.querySelector('#processes summary').click()")
         _wait(browser, "var p = document.querySelector('#processes .collapsed');"
                        " return p !== null && p.textContent === 'no process data'")
-        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        errors = browser.errors()
         assert not errors, errors
     finally:
-        browser.get("about:blank")
+        browser.open("about:blank")
         srv.stop()

@@ -147,11 +147,11 @@ def test_the_dashboard_draws_the_tree(tree_run, browser):
         assert node["tree_other"] is None
         assert api[burner]["cpu_cores"] > api[holder]["cpu_cores"]
         assert api[burner]["rss_bytes"] > 96 * 2**20
-        browser.get(srv.url + f"/#/run/{run_id}/nodes")
+        browser.open(srv.url + f"/#/run/{run_id}/nodes")
         _wait(browser, "return document.querySelector('#processes summary') !== null")
-        browser.execute_script("document.querySelector('#processes summary').click()")
+        browser.js("document.querySelector('#processes summary').click()")
         _wait(browser, "return document.querySelectorAll('table.proc-tree tr[data-pid]').length >= 4")
-        rows = browser.execute_script(
+        rows = browser.js(
             "return Array.from(document.querySelectorAll('table.proc-tree tr[data-pid]'))"
             ".map(r => [Number(r.dataset.pid), Number(r.dataset.depth)])")
         depth = dict(rows)
@@ -162,17 +162,17 @@ def test_the_dashboard_draws_the_tree(tree_run, browser):
         for child, parent in ((burner, job), (holder, job), (grandchild, holder)):
             i, j = order.index(parent), order.index(child)
             assert j > i and all(depth[p] > depth[parent] for p in order[i + 1:j + 1])
-        browser.execute_script("document.querySelector('table.proc-tree').scrollIntoView()")
-        browser.save_screenshot(str(ARTIFACTS / "dashboard-process-tree.png"))
+        browser.js("document.querySelector('table.proc-tree').scrollIntoView()")
+        browser.screenshot(str(ARTIFACTS / "dashboard-process-tree.png"))
         # Sort by CPU (descending): the burner (a core) before the holder (asleep).
-        browser.execute_script("document.querySelector('table.proc-tree th[data-key=cpu_cores]').click()")
+        browser.js("document.querySelector('table.proc-tree th[data-key=cpu_cores]').click()")
         _wait(browser, "return document.querySelector('table.proc-tree th[data-key=cpu_cores]')"
                        ".textContent.indexOf('▼') > 0")
-        order = browser.execute_script(
+        order = browser.js(
             "return Array.from(document.querySelectorAll('table.proc-tree tr[data-pid]')).map(r => Number(r.dataset.pid))")
         assert order.index(burner) < order.index(holder)
-        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        errors = browser.errors()
         assert not errors, errors
     finally:
-        browser.get("about:blank")
+        browser.open("about:blank")
         srv.stop()
