@@ -6,9 +6,13 @@
 set -euo pipefail
 OUT=$1
 cd "$(dirname "$0")/../.."
-# The bench build's CLI when there is one, else the one installed in .venv.
-if [[ -z ${TRAINPROF_BIN:-} && -x build/bench/src/cli/trainprof ]]; then
-  export TRAINPROF_BIN=$PWD/build/bench/src/cli/trainprof
+# The installed package's native executable: its Python hooks (the zero-code capture that the
+# rules read steps, losses and compiles from) are found beside it. The bench build's CLI has no
+# package beside it, so its jobs ran uninstrumented: no steps, and every rule but
+# MaxInitializationTime silent (the section's 2026-12-04 evening run).
+if [[ -z ${TRAINPROF_BIN:-} ]]; then
+  TRAINPROF_BIN=$(.venv/bin/python -c 'import trainprof.cli as c; print(c.native_executable())')
+  export TRAINPROF_BIN
 fi
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then
   .venv/bin/python bench/time_to_finding.py --quick --json "$OUT/ttf.json" || true
