@@ -131,9 +131,15 @@ class ScratchRun {
       }
       if (!PathExists(t)) return NotFound(t + ": no such run directory or trace file");
     }
-    std::string tmpl = JoinPath(ScratchParent(file_bytes), "trainprof-analyze-XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return Unavailable(tmpl + ": cannot create a scratch directory: " + ErrnoMessage(errno));
+    std::string tmpl;
+    for (const std::string& parent : ScratchParents(file_bytes)) {
+      tmpl = JoinPath(parent, "trainprof-analyze-XXXXXX");
+      if (mkdtemp(tmpl.data()) != nullptr) break;
+      tmpl.clear();
+    }
+    if (tmpl.empty()) {
+      return Unavailable(JoinPath(ScratchParents(file_bytes).back(), "trainprof-analyze-*") +
+                         ": cannot create a scratch directory: " + ErrnoMessage(errno));
     }
     std::unique_ptr<ScratchRun> run(new ScratchRun(tmpl));
     importers::kineto::KinetoImportOptions o;
@@ -141,21 +147,30 @@ class ScratchRun {
     o.out = run->dir_;
     o.name = importers::FileStem(traces.front());
     o.scratch = true;
-    TP_RETURN_IF_ERROR(importers::kineto::ImportKineto(o).status());
+    TP_ASSIGN_OR_RETURN(importers::kineto::KinetoImportResult result,
+                        importers::kineto::ImportKineto(o));
+    // What `import kineto` would print as the data's problems, on stderr (the analysis, on
+    // stdout, stays what it prints for the imported run).
+    for (const auto& f : result.files) {
+      for (const auto& [problem, n] : f.problems) {
+        std::cerr << "warning: " << f.path << ": " << n << " " << problem << "\n";
+      }
+    }
     return run;
   }
-  // $TMPDIR when set. Else a small run lives in memory (/dev/shm, a tmpfs: creating, writing
-  // and removing its files cost about a millisecond less than on a disk's file system, a tenth
-  // of the whole command on a 1 MB trace), a large one in /tmp.
-  static std::string ScratchParent(int64_t trace_file_bytes) {
+  // Where to try: $TMPDIR when set. Else a small run lives in memory (/dev/shm, a tmpfs:
+  // creating, writing and removing its files cost about a millisecond less than on a disk's
+  // file system, a tenth of the whole command on a 1 MB trace; up to 4 MiB of trace files,
+  // since a container's /dev/shm may hold only 64 MiB), then /tmp.
+  static std::vector<std::string> ScratchParents(int64_t trace_file_bytes) {
     const char* env = std::getenv("TMPDIR");
-    if (env != nullptr && *env != '\0') return env;
-    constexpr int64_t kInMemoryMaxFileBytes = 16 << 20;
+    if (env != nullptr && *env != '\0') return {env};
+    constexpr int64_t kInMemoryMaxFileBytes = 4 << 20;
     if (trace_file_bytes <= kInMemoryMaxFileBytes && IsDirectory("/dev/shm") &&
         access("/dev/shm", W_OK | X_OK) == 0) {
-      return "/dev/shm";
+      return {"/dev/shm", "/tmp"};
     }
-    return "/tmp";
+    return {"/tmp"};
   }
   ~ScratchRun() {
     std::error_code ec;
@@ -183,7 +198,16 @@ StatusOr<std::string> RunOf(const std::vector<std::string>& inputs,
 Status RunAnalyze(const AnalyzeOptions& given, std::ostream& out) {
   AnalyzeOptions options = given;
   std::unique_ptr<ScratchRun> scratch, scratch_base;
+  // What messages call the run and the baseline: as the user named them, not a scratch path.
+  std::string run_name = options.run;
   if (!options.inputs.empty()) {
+    run_name = options.inputs.front();
+    for (size_t i = 1; i < options.inputs.size(); ++i) run_name += " " + options.inputs[i];
+    if (!options.scaling.empty() && !IsDirectory(options.inputs.front())) {
+      return InvalidArgument(
+          "--scaling compares run directories: import each job's traces "
+          "with 'trainprof import kineto' first");
+    }
     TP_ASSIGN_OR_RETURN(options.run, RunOf(options.inputs, &scratch));
   }
   if (!options.scaling.empty()) return RunScaling(options, out);
@@ -193,9 +217,10 @@ Status RunAnalyze(const AnalyzeOptions& given, std::ostream& out) {
   TP_ASSIGN_OR_RETURN(auto loaded, Load(options.run, options.hta_compat));
   Loaded& run = *loaded;
   if (run.ranks.empty()) {
-    return FailedPrecondition(options.run +
-                              ": no trace spans to analyze (import a Kineto "
-                              "trace with 'trainprof import kineto')");
+    return FailedPrecondition(run_name + ": no trace spans to analyze" +
+                              (scratch ? std::string(" (no Kineto operator or kernel events)")
+                                       : std::string(" (import a Kineto trace with 'trainprof "
+                                                     "import kineto')")));
   }
   tr::AnalysisOptions o;
   o.kernel_wait_threshold_ns = static_cast<int64_t>(options.kernel_wait_threshold_us * 1000.0);
@@ -288,7 +313,7 @@ Status RunAnalyze(const AnalyzeOptions& given, std::ostream& out) {
   }
   if (has_diff) {
     std::vector<std::vector<std::string>> rows = {
-        {"diff vs " + options.diff_base, "kind", "base_us", "test_us", "delta_us"}};
+        {"diff vs " + given.diff_base, "kind", "base_us", "test_us", "delta_us"}};
     for (const auto& e : diff) {
       rows.push_back({e.name.substr(0, 80), e.kind, Us(e.base_ns), Us(e.test_ns), Us(e.delta_ns)});
     }

@@ -558,6 +558,9 @@ StatusOr<std::vector<RunSummary>> ListRuns(const std::string& dir) {
   TP_ASSIGN_OR_RETURN(auto names, ListDirectory(dir));
   std::vector<RunSummary> out;
   for (const auto& name : names) {
+    // Hidden entries are left out: an import fills `.NAME.importing.XXXXXX` (its store locked
+    // until it is complete) and moves it into place only when it succeeded.
+    if (name.empty() || name[0] == '.') continue;
     std::string path = JoinPath(dir, name);
     if (IsDirectory(path) && IsRunDirectory(path)) out.push_back(Summarize(path));
   }

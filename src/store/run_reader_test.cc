@@ -662,6 +662,12 @@ TEST(RunReaderTest, ListsRunsNewestFirst) {
     ASSERT_TRUE(WriteRunMetadata(parent + "/" + m.run_id, m).ok());
   }
   ASSERT_TRUE(MakeDirs(parent + "/not-a-run").ok());
+  // An import in progress (a hidden directory, its store locked until it is moved into place)
+  // is not listed.
+  model::RunMetadata importing;
+  importing.run_id = "importing";
+  importing.start_ns = kT0 + 9 * kMs;
+  ASSERT_TRUE(WriteRunMetadata(parent + "/.r.importing.Ab12Cd", importing).ok());
   auto runs = ListRuns(parent);
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 3u);

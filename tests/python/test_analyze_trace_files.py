@@ -9,6 +9,7 @@ error naming it and leaves nothing behind.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -98,3 +99,27 @@ def test_without_tmpdir_a_small_trace_goes_through_memory_and_is_removed(tmp_pat
                          capture_output=True, text=True, check=True).stdout
     assert out == run(["analyze", imported([TEST], tmp_path / "t"), "--json"], tmp_path).stdout
     assert scratch_dirs() - before == set()
+
+
+def test_messages_name_the_files_given_not_the_scratch_run(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    # Text mode: the diff's header names the baseline as given.
+    out = run(["analyze", str(TEST), "--diff", str(BASE)], scratch).stdout
+    assert f"diff vs {BASE}" in out and "trainprof-analyze" not in out
+    # A trace without spans: the error names the file.
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"traceEvents": []}))
+    r = run(["analyze", str(empty)], scratch, check=False)
+    assert r.returncode != 0 and str(empty) in r.stderr and "trainprof-analyze" not in r.stderr
+    # The data's problems, as `import kineto` counts them, go to stderr.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "no_ts", "pid": 1, "tid": 1, "dur": 5}]}))
+    r = run(["analyze", str(bad), "--json"], scratch)
+    assert f"warning: {bad}: 1 " in r.stderr, r.stderr
+    # --scaling compares runs; trace files are refused with the reason.
+    r = run(["analyze", str(TEST), "--scaling", str(BASE)], scratch, check=False)
+    assert r.returncode != 0 and "--scaling compares run directories" in r.stderr
+    assert list(scratch.iterdir()) == []
