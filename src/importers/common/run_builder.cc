@@ -44,7 +44,11 @@ RunBuilder::~RunBuilder() {
 }
 
 StatusOr<store::NodeStoreWriter*> RunBuilder::Node(const model::NodeInfo& node) {
-  auto it = writers_.find(node.node);
+  // One writer per store file: names that differ only in characters a directory name cannot
+  // hold ("a b", "a:b") share nodes/a_b/ and so its writer, instead of a second writer waiting
+  // on the first one's lock.
+  const std::string key = store::SanitizeNodeName(node.node);
+  auto it = writers_.find(key);
   if (it != writers_.end()) return it->second.get();
   store::WriterOptions options;
   options.max_events_per_chunk = 65536;
@@ -53,7 +57,7 @@ StatusOr<store::NodeStoreWriter*> RunBuilder::Node(const model::NodeInfo& node) 
   if (scratch_) options.zstd_level = 1;
   TP_ASSIGN_OR_RETURN(auto w, store::OpenNodeWriter(dir_, node, options));
   store::NodeStoreWriter* raw = w.get();
-  writers_.emplace(node.node, std::move(w));
+  writers_.emplace(key, std::move(w));
   return raw;
 }
 

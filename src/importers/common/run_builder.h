@@ -27,7 +27,8 @@ class RunBuilder {
                                                       bool scratch = false);
   ~RunBuilder();
 
-  // The writer of `node.node`, opened with `node` the first time.
+  // The writer of `node.node`'s store, opened with `node` the first time (names that map to the
+  // same node directory, store::SanitizeNodeName, share it).
   StatusOr<store::NodeStoreWriter*> Node(const model::NodeInfo& node);
   void NoteTime(int64_t start_ns, int64_t end_ns) {
     if (start_ns < min_ns_) min_ns_ = start_ns;
@@ -35,7 +36,7 @@ class RunBuilder {
   }
   bool has_time() const { return min_ns_ <= max_ns_; }
   model::RunMetadata& metadata() { return meta_; }
-  std::vector<std::string> node_names() const;
+  std::vector<std::string> node_names() const;  // the node directories' names
 
   // Closes every writer and writes run.json (start/end from the times noted).
   Status Finish();
