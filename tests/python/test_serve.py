@@ -270,13 +270,7 @@ def _fresh(browser):
 
 
 def _wait(browser, script, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = browser.js(script)
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for: {script}")
+    return browser.wait(script, timeout)
 
 
 def test_the_page_in_a_browser(runs, browser):
