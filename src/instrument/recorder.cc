@@ -59,6 +59,15 @@ constexpr uint32_t kPoolSlots = kMaxBufferedBytesPerThread / kBlockBytes;
 // Blocks a thread's pool holds at least, and buffers kept ready for threads' first events.
 constexpr int64_t kMinPoolBlocks = 2;
 constexpr int kReadyBuffers = 8;
+// Prepared blocks that belong to no thread: a thread whose pool is empty takes one before it
+// allocates (no page fault, no malloc: a thread's first malloc creates its arena, and memory
+// that malloc has just trimmed and maps again stalls other threads' page faults). The keeper
+// keeps kMinSpareBlocks ready and parks here the drained blocks its reserves do not keep,
+// instead of freeing them while threads record; it frees the rest once recording is idle.
+// The keeper keeps twice the most blocks that threads took from it in one refill period
+// lately, and at least kMinSpareBlocks.
+constexpr int kSpareSlots = 64;  // 4 MiB per process at most
+constexpr int kMinSpareBlocks = 16;
 // While threads take blocks, the flusher tops their pools up this many times per flush
 // interval; a pool holds what its thread took in its busiest refill period lately this many
 // times over (the flusher refills nothing while it writes the store).
@@ -73,6 +82,9 @@ struct Block {
   std::atomic<uint32_t> committed{0};
   uint32_t capacity = 0;
   std::atomic<Block*> next{nullptr};
+  // All pages mapped (NewPreparedBlock, or Prepare on the keeper's thread before a block that
+  // a thread allocated itself goes into a pool).
+  bool prepared = false;
   char* data() { return reinterpret_cast<char*>(this) + sizeof(Block); }
 };
 
@@ -90,11 +102,15 @@ void FreeBlock(Block* b) {
 // A block whose pages are all mapped already (written once here, on the flusher's thread), so
 // that the training thread writing into it takes no page fault. A volatile store per page: a
 // memset of fresh memory may be turned into calloc, which skips the writes.
+void Prepare(Block* b) {
+  volatile char* p = b->data();
+  for (size_t i = 0; i < b->capacity; i += kPageBytes) p[i] = 0;
+  p[b->capacity - 1] = 0;
+  b->prepared = true;
+}
 Block* NewPreparedBlock() {
   Block* b = NewBlock(kBlockBytes);
-  volatile char* p = b->data();
-  for (size_t i = 0; i < kBlockBytes; i += kPageBytes) p[i] = 0;
-  p[kBlockBytes - 1] = 0;
+  Prepare(b);
   return b;
 }
 
@@ -110,10 +126,12 @@ struct ThreadBuffer {
   // Records accepted; only the owning thread writes it (a plain store: no locked instruction),
   // Stats reads it.
   std::atomic<int64_t> produced{0};
-  // Records dropped because the pool was empty, and their bytes (the flusher sizes the pool
-  // from them). Written by the owning thread only.
+  // Records that found the pool empty, and their bytes (the keeper sizes the pool from them),
+  // and the blocks the thread then allocated itself (no spare block either). Written by the
+  // owning thread only.
   std::atomic<int64_t> starved{0};
   std::atomic<int64_t> starved_bytes{0};
+  std::atomic<int64_t> allocated{0};
   // The pool: slots [pool_read, pool_write) hold prepared blocks. The flusher fills slots and
   // advances pool_write (release); the thread takes from pool_read and advances it (release).
   std::atomic<uint64_t> pool_write{0};
@@ -192,8 +210,17 @@ struct State {
   // Buffers the flusher made for threads' first events (also in `buffers`); a thread takes one
   // by exchanging its slot with null.
   std::atomic<ThreadBuffer*> ready[kReadyBuffers] = {};
-  std::atomic<int64_t> buffers_taken{0};    // first events since the flusher last looked
-  std::atomic<int64_t> starved_removed{0};  // pool-empty drops of buffers no longer registered
+  std::atomic<int64_t> buffers_taken{0};      // first events since the flusher last looked
+  std::atomic<int64_t> allocated_removed{0};  // `allocated` of buffers no longer registered
+  // Spare blocks (see kSpareSlots): the keeper fills empty slots (pool_mu), a thread takes one
+  // by exchanging its slot with null.
+  std::atomic<Block*> spare[kSpareSlots] = {};
+  // Under pool_mu: pool-empty blocks of all threads in this refill period (RefillPool adds),
+  // their most in one period this flush interval and lately (halved each interval).
+  int64_t spare_demand = 0;
+  int64_t spare_peak = 0;
+  int64_t spare_peak_this_interval = 0;
+  int64_t spare_refills = 0;
   // Refills in a row at which no thread took a block (pool_mu): the keeper refills
   // kRefillsPerInterval times per flush interval until a whole interval has passed so (and
   // from its start), else once per interval.
@@ -333,16 +360,46 @@ Block* TakeBlock(ThreadBuffer* b, size_t need) {
     return nullptr;
   }
   b->block_bytes.fetch_add(capacity, std::memory_order_relaxed);
-  // A standard block may be recycled into a pool later: all its pages mapped, as there.
-  return capacity == kBlockBytes ? NewPreparedBlock() : NewBlock(capacity);
+  if (capacity == kBlockBytes) {
+    for (auto& slot : S().spare) {
+      if (slot.load(std::memory_order_relaxed) == nullptr) continue;
+      Block* got = slot.exchange(nullptr, std::memory_order_acquire);
+      if (got != nullptr) return got;
+    }
+    if (!t_bulk) {
+      b->allocated.store(b->allocated.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+    }
+  }
+  // Not prepared here: mapping all 16 pages at once would make this one call take 16 page
+  // faults (tens of microseconds on a VM). Mapped as records reach them instead, a call takes
+  // one fault at most; the keeper maps what is left before the block goes into a pool.
+  return NewBlock(capacity);
+}
+
+// Parks a drained block that its reserve need not keep as a spare (pool_mu held). False: every
+// spare slot is taken.
+bool Park(Block* block) {
+  for (auto& slot : S().spare) {
+    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
+    if (!block->prepared) Prepare(block);
+    block->committed.store(0, std::memory_order_relaxed);
+    block->next.store(nullptr, std::memory_order_relaxed);
+    slot.store(block, std::memory_order_release);
+    return true;
+  }
+  return false;
 }
 
 // Tops up the pool of `b` (the keeper, under pool_mu) to what its thread took in its busiest
 // refill period lately (this flush interval, or half of it before), kPoolPeriods times over and
 // at least kMinPoolBlocks: from the drained blocks kept in reserve first, then new prepared
 // blocks, within the memory bound. The reserve keeps about a flush interval's worth; the rest
-// is freed. Returns whether the thread took blocks or went without since the last refill.
-bool RefillPool(ThreadBuffer* b) {
+// is parked as spares, or freed once recording is idle (`idle`) or the thread has taken nothing
+// lately: memory that malloc gives back and maps again stalls the page faults of the threads
+// that record. Returns whether the thread
+// took blocks or went without since the last refill.
+bool RefillPool(ThreadBuffer* b, bool idle) {
   const uint64_t read = b->pool_read.load(std::memory_order_acquire);
   const uint64_t write = b->pool_write.load(std::memory_order_relaxed);
   int64_t wanted = static_cast<int64_t>(read - b->read_seen);
@@ -350,6 +407,9 @@ bool RefillPool(ThreadBuffer* b) {
   const int64_t starved_bytes = b->starved_bytes.load(std::memory_order_relaxed);
   wanted += (starved_bytes - b->starved_bytes_seen + kBlockBytes - 1) / kBlockBytes;
   b->starved_bytes_seen = starved_bytes;
+  const int64_t starved = b->starved.load(std::memory_order_relaxed);
+  S().spare_demand += starved - b->starved_seen;
+  b->starved_seen = starved;
   b->peak_this_interval = std::max(b->peak_this_interval, wanted);
   b->peak_blocks_per_refill = std::max(b->peak_blocks_per_refill, wanted);
   if (++b->refills_this_interval >= kRefillsPerInterval) {
@@ -365,6 +425,7 @@ bool RefillPool(ThreadBuffer* b) {
     if (!b->reserve.empty()) {
       block = b->reserve.back();
       b->reserve.pop_back();
+      if (!block->prepared) Prepare(block);
     } else {
       if (b->block_bytes.load(std::memory_order_relaxed) + kBlockBytes >
           kMaxBufferedBytesPerThread) {
@@ -382,11 +443,46 @@ bool RefillPool(ThreadBuffer* b) {
   const size_t keep =
       static_cast<size_t>(kMinPoolBlocks + kRefillsPerInterval * b->peak_blocks_per_refill);
   while (b->reserve.size() > keep) {
-    FreeBlock(b->reserve.back());
+    if (!Park(b->reserve.back())) {
+      if (!idle && b->peak_blocks_per_refill > 0) break;
+      FreeBlock(b->reserve.back());
+    }
     b->reserve.pop_back();
     b->block_bytes.fetch_sub(kBlockBytes, std::memory_order_relaxed);
   }
   return wanted > 0;
+}
+
+// Tops the spare blocks up to their target (pool_mu held); once recording has been idle for a
+// flush interval, frees those above it (while threads record, the keeper frees nothing that
+// it may have to map again).
+void RefillSpares(bool idle) {
+  State& s = S();
+  s.spare_peak = std::max(s.spare_peak, s.spare_demand);
+  s.spare_peak_this_interval = std::max(s.spare_peak_this_interval, s.spare_demand);
+  s.spare_demand = 0;
+  if (++s.spare_refills >= kRefillsPerInterval) {
+    s.spare_peak = std::max(s.spare_peak_this_interval, s.spare_peak / 2);
+    s.spare_peak_this_interval = 0;
+    s.spare_refills = 0;
+  }
+  const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 2 * s.spare_peak);
+  int64_t held = 0;
+  for (auto& slot : s.spare) held += slot.load(std::memory_order_relaxed) != nullptr;
+  for (auto& slot : s.spare) {
+    if (held >= target) break;
+    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
+    slot.store(NewPreparedBlock(), std::memory_order_release);
+    ++held;
+  }
+  if (!idle) return;
+  for (auto& slot : s.spare) {
+    if (held <= target) break;
+    Block* block = slot.exchange(nullptr, std::memory_order_acquire);
+    if (block == nullptr) continue;
+    FreeBlock(block);
+    --held;
+  }
 }
 
 // Refills every live thread's pool and the ready buffers (pool_mu held). Returns whether any
@@ -395,9 +491,10 @@ bool RefillPool(ThreadBuffer* b) {
 bool RefillLocked(const std::vector<std::shared_ptr<ThreadBuffer>>& buffers) {
   State& s = S();
   bool busy = s.buffers_taken.exchange(0, std::memory_order_relaxed) > 0;
+  const bool idle = s.idle_refills >= kRefillsPerInterval;
   for (const auto& b : buffers) {
     if (b->thread_exited.load(std::memory_order_acquire)) continue;
-    busy = RefillPool(b.get()) || busy;
+    busy = RefillPool(b.get(), idle) || busy;
   }
   for (auto& slot : s.ready) {
     if (slot.load(std::memory_order_acquire) != nullptr) continue;
@@ -409,6 +506,7 @@ bool RefillLocked(const std::vector<std::shared_ptr<ThreadBuffer>>& buffers) {
     }
     slot.store(raw, std::memory_order_release);
   }
+  RefillSpares(!busy && idle);
   return busy;
 }
 
@@ -627,7 +725,7 @@ Status DrainLocked(bool final_flush) {
       auto it = std::find(s.buffers.begin(), s.buffers.end(), buffers[i]);
       if (it != s.buffers.end()) {
         s.recorded.fetch_add(buffers[i]->produced.load(std::memory_order_relaxed));
-        s.starved_removed.fetch_add(buffers[i]->starved.load(std::memory_order_relaxed));
+        s.allocated_removed.fetch_add(buffers[i]->allocated.load(std::memory_order_relaxed));
         s.buffers.erase(it);
       }
     }
@@ -756,8 +854,10 @@ void AtForkChild() {
   s.stop_flusher = false;
   for (auto& slot : s.ready) slot.store(nullptr);  // they were in `buffers`
   s.buffers_taken.store(0);
-  s.starved_removed.store(0);
+  s.allocated_removed.store(0);
+  for (auto& slot : s.spare) slot.store(nullptr);  // the parent's (copied, left alone)
   s.idle_refills = 0;
+  s.spare_demand = s.spare_peak = s.spare_peak_this_interval = s.spare_refills = 0;
   pthread_setspecific(ExitKey(), nullptr);  // this thread's buffer was the parent's
   s.pid.store(getpid());                    // also invalidates every thread's cached buffer handle
   s.recorded.store(0);
@@ -872,6 +972,9 @@ Status Stop() {
   if (!s.active.load()) return OkStatus();
   s.active.store(false);
   StopFlusher();
+  for (auto& slot : s.spare) {
+    if (Block* block = slot.exchange(nullptr, std::memory_order_acquire)) FreeBlock(block);
+  }
   std::lock_guard<std::mutex> flush_lock(s.flush_mu);
   {
     std::lock_guard<std::mutex> reg(s.registry_mu);
@@ -956,9 +1059,9 @@ RecorderStats Stats() {
   int64_t buffered_dropped = 0;
   for (const auto& b : s.buffers) buffered_dropped += b->dropped.load(std::memory_order_relaxed);
   out.dropped_events += buffered_dropped;
-  out.pool_empty_allocations = s.starved_removed.load();
+  out.pool_empty_allocations = s.allocated_removed.load();
   for (const auto& b : s.buffers) {
-    out.pool_empty_allocations += b->starved.load(std::memory_order_relaxed);
+    out.pool_empty_allocations += b->allocated.load(std::memory_order_relaxed);
   }
   out.recorded_events = s.recorded.load();
   for (const auto& b : s.buffers)

@@ -4,12 +4,14 @@
 // process's own store file, <run>/nodes/<node>/proc-<pid>.sqlite.
 //
 // Threads: Record* may be called from any thread and never blocks: each thread appends to its
-// own bounded chain of blocks, taking new blocks from a pool that the flusher fills with
-// prepared (already mapped) blocks, with no lock, no allocation and no page fault on the way;
-// when the chain is full or the pool is empty the event is dropped and counted (data-quality
-// counter dropped_events). One background flusher thread moves the buffers into the store every
-// flush interval (default 500 ms), so a process that is killed loses at most that interval; a
-// second one (the pool keeper) refills the pools in between, whatever the store write costs.
+// own bounded chain of blocks, taking new blocks from a pool that the keeper fills with
+// prepared (already mapped) blocks, with no lock, no allocation and no page fault on the way.
+// A thread that outruns its pool takes one of the process's spare prepared blocks, and only
+// when those are gone too allocates a block itself (counted: pool_empty_allocations); when the
+// chain is full the event is dropped and counted (data-quality counter dropped_events). One
+// background flusher thread moves the buffers into the store every flush interval (default
+// 500 ms), so a process that is killed loses at most that interval; a second one (the pool
+// keeper) refills the pools and the spare blocks in between, whatever the store write costs.
 //
 // Fork: after fork() the child drops the parent's buffers and never touches the parent's
 // SQLite connection; if the child records anything it starts its own flusher and opens its own
@@ -46,7 +48,7 @@ struct RecorderStats {
   int64_t dropped_events = 0;   // buffers full (events or bytes), records too large
   // Blocks a thread allocated itself because its pool of prepared blocks was empty (it wrote
   // faster than the keeper prepared blocks for it): nothing lost, but the allocation (and its
-  // page faults) happened on the recording thread.
+  // page faults) happened on the recording thread: no spare block was left either.
   int64_t pool_empty_allocations = 0;
   int64_t written_events = 0;  // handed to the store
   int64_t flushes = 0;
