@@ -395,9 +395,9 @@ bool Park(Block* block) {
 // refill period lately (this flush interval, or half of it before), kPoolPeriods times over and
 // at least kMinPoolBlocks: from the drained blocks kept in reserve first, then new prepared
 // blocks, within the memory bound. The reserve keeps about a flush interval's worth; the rest
-// is parked as spares, or freed once recording is idle (`idle`) or the thread has taken nothing
-// lately: memory that malloc gives back and maps again stalls the page faults of the threads
-// that record. Returns whether the thread
+// is parked as spares, or freed: past twice that at once, the rest once recording is idle
+// (`idle`) or the thread has taken nothing lately (memory that malloc gives back and maps again
+// stalls the page faults of the threads that record). Returns whether the thread
 // took blocks or went without since the last refill.
 bool RefillPool(ThreadBuffer* b, bool idle) {
   const uint64_t read = b->pool_read.load(std::memory_order_acquire);
@@ -444,7 +444,8 @@ bool RefillPool(ThreadBuffer* b, bool idle) {
       static_cast<size_t>(kMinPoolBlocks + kRefillsPerInterval * b->peak_blocks_per_refill);
   while (b->reserve.size() > keep) {
     if (!Park(b->reserve.back())) {
-      if (!idle && b->peak_blocks_per_refill > 0) break;
+      // A thread that still takes blocks keeps up to twice its reserve.
+      if (!idle && b->peak_blocks_per_refill > 0 && b->reserve.size() <= 2 * keep) break;
       FreeBlock(b->reserve.back());
     }
     b->reserve.pop_back();
