@@ -72,12 +72,17 @@ CHILD = textwrap.dedent("""
         barrier.wait()
         deadline = pc() + int(seconds * 1e9)
         while True:
+            # The span's times are computed before the timed window: `start + 1000` makes an
+            # int object, and its allocation (a fresh page for Python's allocator now and
+            # then) is the interpreter's, not the call's.
+            start = pc()
+            end = start + 1000
             r0 = resource.getrusage(RT)
             t0 = pc()
             if control:
-                call(t0, t0)
+                call(start, end)
             else:
-                call("load", "user", t0, t0 + 1000)
+                call("load", "user", start, end)
             t1 = pc()
             r1 = resource.getrusage(RT)
             n += 1
