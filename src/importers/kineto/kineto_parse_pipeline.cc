@@ -14,38 +14,61 @@
 namespace trainprof::importers::kineto {
 namespace {
 
-// One element of the stream as the reading thread saw it.
+// A view into the batch's window (offset from its anchor) or, with kInArena, into its arena:
+// 8 bytes instead of a string_view's 16, and valid while the arena still grows.
+struct PackedView {
+  static constexpr uint32_t kInArena = uint32_t{1} << 31;
+  uint32_t off = 0;
+  uint32_t len = 0;  // | kInArena
+};
+
+// One element of the stream as the reading thread saw it: about a third of a RawEvent's size,
+// since every event is written by the reading thread and read again by the importer's, on
+// another core.
 struct Item {
   enum class Kind : uint8_t { kParsed, kText, kTopLevel };
+  enum Field : uint8_t { kName, kCat, kArgs, kS, kBp, kPid, kTid, kTs, kDur, kId, kFields };
   Kind kind = Kind::kParsed;
-  RawEvent event;  // kParsed; args (and a name with escapes) live in the batch's arena
-  size_t args_at = 0, args_size = 0;
-  size_t name_at = 0, name_size = 0;
-  bool name_in_arena = false;
-  std::string_view text;  // kText: the element; kTopLevel: the member's value
-  size_t key = 0;         // kTopLevel: its name, in Batch::keys (Item stays trivial to drop)
+  char ph = 0;
+  bool has_name = false;
+  uint32_t key = 0;  // kTopLevel: its name, in Batch::keys (Item stays trivial to drop)
+  // kParsed: the RawEvent's views; kText: the element in [0]; kTopLevel: the value in [0].
+  PackedView view[kFields];
 };
 
 static_assert(std::is_trivially_destructible_v<Item>);
+static_assert(sizeof(Item) <= 88);
 
 // The elements of one window, with the window their views point into.
 struct Batch {
   TextBuffer window;
+  const char* anchor = nullptr;  // the window's first element: window views are offsets from it
   std::vector<Item> items;
-  std::string arena;  // minified args and unescaped names, appended element after element
+  std::string arena;              // minified args, unescaped names, anything not in the window
   std::vector<std::string> keys;  // top-level member names
 
-  // Points the parsed events' args and names into the arena, which no longer grows.
-  void Seal() {
-    for (Item& it : items) {
-      if (it.kind != Item::Kind::kParsed) continue;
-      if (it.args_size > 0)
-        it.event.args = std::string_view(arena).substr(it.args_at, it.args_size);
-      if (it.name_in_arena)
-        it.event.name = std::string_view(arena).substr(it.name_at, it.name_size);
+  std::string_view View(PackedView v) const {
+    if (v.len & PackedView::kInArena) {
+      return std::string_view(arena).substr(v.off, v.len & ~PackedView::kInArena);
     }
+    return std::string_view(anchor + v.off, v.len);
+  }
+  void Unpack(const Item& it, RawEvent* e) const {
+    e->ph = it.ph;
+    e->has_name = it.has_name;
+    e->name = View(it.view[Item::kName]);
+    e->cat = View(it.view[Item::kCat]);
+    e->args = View(it.view[Item::kArgs]);
+    e->s = View(it.view[Item::kS]);
+    e->bp = View(it.view[Item::kBp]);
+    e->pid = View(it.view[Item::kPid]);
+    e->tid = View(it.view[Item::kTid]);
+    e->ts = View(it.view[Item::kTs]);
+    e->dur = View(it.view[Item::kDur]);
+    e->id = View(it.view[Item::kId]);
   }
   void Clear() {
+    anchor = nullptr;
     items.clear();
     arena.clear();
     keys.clear();
@@ -159,17 +182,13 @@ class Recorder : public TraceSink {
                                Status* status) override {
     std::string& arena = batch_->arena;
     const size_t mark = arena.size();
-    // Parsed straight into its item (no copy of the event): dropped again when not taken.
-    Item& it = NewItem(Item::Kind::kParsed);
-    switch (ParseEventInPlace(p, end, &it.event, &scratch_, &arena, element_end)) {
+    switch (ParseEventInPlace(p, end, &event_, &scratch_, &arena, element_end)) {
       case InPlace::kOk:
         break;
       case InPlace::kIncomplete:
-        batch_->items.pop_back();
         arena.resize(mark);
         return InPlaceResult::kNeedMore;
       case InPlace::kInvalid:
-        batch_->items.pop_back();
         arena.resize(mark);
         return InPlaceResult::kNotHandled;
     }
@@ -177,31 +196,38 @@ class Recorder : public TraceSink {
       since_check_ = 0;
       if (channel_.cancelled()) *status = Stopped();
     }
-    const RawEvent& e = it.event;
-    if (!e.args.empty()) {
-      it.args_at = static_cast<size_t>(e.args.data() - arena.data());
-      it.args_size = e.args.size();
-    }
-    // A name with escapes was decoded into scratch_, which the next one overwrites.
-    if (!e.name.empty() && (e.name.data() < p || e.name.data() >= *element_end)) {
-      it.name_in_arena = true;
-      it.name_at = arena.size();
-      it.name_size = e.name.size();
-      arena.append(e.name);
-    }
+    if (batch_->anchor == nullptr) batch_->anchor = p;
+    Item& it = NewItem(Item::Kind::kParsed);
+    const RawEvent& e = event_;
+    it.ph = e.ph;
+    it.has_name = e.has_name;
+    // The args first: they are in the arena, which the others may still grow.
+    it.view[Item::kArgs] = Pack(e.args, *element_end);
+    it.view[Item::kName] = Pack(e.name, *element_end);  // scratch_ when it had escapes
+    it.view[Item::kCat] = Pack(e.cat, *element_end);
+    it.view[Item::kS] = Pack(e.s, *element_end);
+    it.view[Item::kBp] = Pack(e.bp, *element_end);
+    it.view[Item::kPid] = Pack(e.pid, *element_end);
+    it.view[Item::kTid] = Pack(e.tid, *element_end);
+    it.view[Item::kTs] = Pack(e.ts, *element_end);
+    it.view[Item::kDur] = Pack(e.dur, *element_end);
+    it.view[Item::kId] = Pack(e.id, *element_end);
     return InPlaceResult::kDone;
   }
 
   Status OnEvent(std::string_view text) override {
-    NewItem(Item::Kind::kText).text = text;
+    if (batch_->anchor == nullptr) batch_->anchor = text.data();
+    Item& it = NewItem(Item::Kind::kText);
+    it.view[0] = Pack(text, text.data() + text.size());
     return channel_.cancelled() ? Stopped() : OkStatus();
   }
 
   Status OnTopLevel(std::string_view key, std::string_view value) override {
+    if (batch_->anchor == nullptr) batch_->anchor = value.data();
     Item& it = NewItem(Item::Kind::kTopLevel);
-    it.key = batch_->keys.size();
+    it.key = static_cast<uint32_t>(batch_->keys.size());
     batch_->keys.emplace_back(key);
-    it.text = value;
+    it.view[0] = Pack(value, value.data() + value.size());
     return OkStatus();
   }
 
@@ -213,7 +239,6 @@ class Recorder : public TraceSink {
       channel_.Recycle(std::move(batch_), window_bytes_);
     } else {
       batch_->window = std::move(window);
-      batch_->Seal();
       if (!channel_.Push(std::move(batch_))) {
         // The caller stopped: nothing more is read from this batch.
       }
@@ -228,9 +253,34 @@ class Recorder : public TraceSink {
     return it;
   }
 
+  // `v` as the batch keeps it: an offset into the window when it lies between the batch's
+  // anchor and `window_end` (the element's end), else copied into the arena (a name decoded
+  // into scratch_, a default like the "?" category) unless it is there already (the args).
+  PackedView Pack(std::string_view v, const char* window_end) {
+    PackedView out;
+    if (v.empty()) return out;
+    const char* anchor = batch_->anchor;
+    std::string& arena = batch_->arena;
+    if (v.data() >= anchor && v.data() + v.size() <= window_end) {
+      out.off = static_cast<uint32_t>(v.data() - anchor);
+      out.len = static_cast<uint32_t>(v.size());
+      return out;
+    }
+    if (!arena.empty() && v.data() >= arena.data() &&
+        v.data() + v.size() <= arena.data() + arena.size()) {
+      out.off = static_cast<uint32_t>(v.data() - arena.data());
+    } else {
+      out.off = static_cast<uint32_t>(arena.size());
+      arena.append(v);
+    }
+    out.len = static_cast<uint32_t>(v.size()) | PackedView::kInArena;
+    return out;
+  }
+
   Channel& channel_;
   size_t window_bytes_;
   std::unique_ptr<Batch> batch_;
+  RawEvent event_;
   std::string scratch_;
   int since_check_ = 0;
 };
@@ -254,14 +304,15 @@ class SerialAdapter : public TraceSink {
   std::string scratch_, args_;
 };
 
-Status Dispatch(const Batch& b, const Item& it, ParsedEventSink& sink) {
+Status Dispatch(const Batch& b, const Item& it, ParsedEventSink& sink, RawEvent* event) {
   switch (it.kind) {
     case Item::Kind::kParsed:
-      return sink.OnParsedEvent(it.event);
+      b.Unpack(it, event);
+      return sink.OnParsedEvent(*event);
     case Item::Kind::kText:
-      return sink.OnEvent(it.text);
+      return sink.OnEvent(b.View(it.view[0]));
     case Item::Kind::kTopLevel:
-      return sink.OnTopLevel(b.keys[it.key], it.text);
+      return sink.OnTopLevel(b.keys[it.key], b.View(it.view[0]));
   }
   return OkStatus();
 }
@@ -285,10 +336,11 @@ StatusOr<StreamResult> StreamTraceParallel(ByteSource& source, ParsedEventSink& 
   }
   sink.set_read_ahead(&channel);
   Status refused;
+  RawEvent event;
   while (std::unique_ptr<Batch> batch = channel.Pop()) {
     if (refused.ok()) {
       for (const Item& it : batch->items) {
-        refused = Dispatch(*batch, it, sink);
+        refused = Dispatch(*batch, it, sink, &event);
         if (!refused.ok()) {
           channel.Cancel();
           break;
