@@ -19,6 +19,7 @@
 #include "base/logging.h"
 #include "base/platform.h"
 #include "base/time.h"
+#include "instrument/recorder_blocks.h"
 #include "model/data_quality.h"
 #include "model/run_metadata.h"
 #include "store/node_store_writer.h"
@@ -28,144 +29,20 @@
 namespace trainprof::instrument {
 namespace {
 
-// What the hot path writes: a fixed header, then the name, category, mode and args bytes,
-// padded to 8. No std::string, no allocation: a record is a few stores into a block.
-struct RecordHeader {
-  int64_t start_ns;
-  int64_t duration_ns;
-  int64_t step;
-  int64_t tid;  // 0: the buffer's thread
-  uint32_t args_len;
-  uint16_t name_len;
-  uint8_t category_len;
-  uint8_t mode_len;
-  uint8_t kind;
-};
-constexpr size_t kHeaderBytes = (sizeof(RecordHeader) + 7) & ~size_t{7};
+using recorder_blocks::Block;
+using recorder_blocks::FreeBlock;
+using recorder_blocks::kBlockBytes;
+using recorder_blocks::kHeaderBytes;
+using recorder_blocks::kMaxRecordBytes;
+using recorder_blocks::kMinPoolBlocks;
+using recorder_blocks::kRefillsPerInterval;
+using recorder_blocks::MakeBuffer;
+using recorder_blocks::RecordBytes;
+using recorder_blocks::RecordHeader;
+using recorder_blocks::ThreadBuffer;
 
-// A record's size in its block: the header and its texts, padded to 8 (writer and reader).
-constexpr size_t RecordBytes(size_t name, size_t category, size_t mode, size_t args) {
-  return (kHeaderBytes + name + category + mode + args + 7) & ~size_t{7};
-}
-constexpr uint32_t kBlockBytes = 64 << 10;
-// A record larger than this (args of megabytes) is dropped and counted, never truncated.
-constexpr size_t kMaxRecordBytes = 16 << 20;
-// Per-thread memory bound, whatever the event count: blocks in the chain, in the pool and kept
-// for refills.
-constexpr int64_t kMaxBufferedBytesPerThread = 64 << 20;
-// The pool of prepared blocks a thread takes from: a ring with one producer (the flusher) and
-// one consumer (the thread), as many slots as the memory bound allows blocks.
-constexpr uint32_t kPoolSlots = kMaxBufferedBytesPerThread / kBlockBytes;
-// Blocks a thread's pool holds at least, and buffers kept ready for threads' first events.
-constexpr int64_t kMinPoolBlocks = 2;
+// Buffers kept ready for threads' first events.
 constexpr int kReadyBuffers = 8;
-// Prepared blocks that belong to no thread: a thread whose pool is empty takes one before it
-// allocates (no page fault, no malloc: a thread's first malloc creates its arena, and memory
-// that malloc has just trimmed and maps again stalls other threads' page faults). The keeper
-// keeps kMinSpareBlocks ready and parks here the drained blocks its reserves do not keep,
-// instead of freeing them while threads record; it frees the rest once recording is idle.
-// The keeper keeps twice the most blocks that threads took from it in one refill period
-// lately, and at least kMinSpareBlocks.
-constexpr int kSpareSlots = 64;  // 4 MiB per process at most
-constexpr int kMinSpareBlocks = 16;
-// While threads take blocks, the flusher tops their pools up this many times per flush
-// interval; a pool holds what its thread took in its busiest refill period lately this many
-// times over (the flusher refills nothing while it writes the store).
-constexpr int64_t kRefillsPerInterval = 10;
-constexpr int64_t kPoolPeriods = 4;
-constexpr size_t kPageBytes = 4096;
-
-// A block of records. The owning thread writes records and then publishes them by advancing
-// `committed` (release); the flusher reads up to `committed` (acquire). When a record does
-// not fit, the thread links a new block through `next` and never touches this one again.
-struct Block {
-  std::atomic<uint32_t> committed{0};
-  uint32_t capacity = 0;
-  std::atomic<Block*> next{nullptr};
-  // All pages mapped (NewPreparedBlock, or Prepare on the keeper's thread before a block that
-  // a thread allocated itself goes into a pool).
-  bool prepared = false;
-  char* data() { return reinterpret_cast<char*>(this) + sizeof(Block); }
-};
-
-Block* NewBlock(uint32_t capacity) {
-  void* mem = ::operator new(sizeof(Block) + capacity);
-  Block* b = new (mem) Block();
-  b->capacity = capacity;
-  return b;
-}
-void FreeBlock(Block* b) {
-  b->~Block();
-  ::operator delete(b);
-}
-
-// A block whose pages are all mapped already (written once here, on the flusher's thread), so
-// that the training thread writing into it takes no page fault. A volatile store per page: a
-// memset of fresh memory may be turned into calloc, which skips the writes.
-void Prepare(Block* b) {
-  volatile char* p = b->data();
-  for (size_t i = 0; i < b->capacity; i += kPageBytes) p[i] = 0;
-  p[b->capacity - 1] = 0;
-  b->prepared = true;
-}
-Block* NewPreparedBlock() {
-  Block* b = NewBlock(kBlockBytes);
-  Prepare(b);
-  return b;
-}
-
-// One thread's records not yet drained: a chain of blocks with one writer (the thread) and one
-// reader (the flusher, under flush_mu), and a pool of prepared blocks that the flusher fills and
-// the thread takes from; no lock between them. Made by the flusher (kept ready for a thread's
-// first event) or, when none is ready, by the thread itself; held by the registry, which lets it
-// go once its thread has exited and it is drained.
-struct ThreadBuffer {
-  // Written by the owning thread only.
-  Block* tail = nullptr;
-  uint32_t tail_pos = 0;
-  // Records accepted; only the owning thread writes it (a plain store: no locked instruction),
-  // Stats reads it.
-  std::atomic<int64_t> produced{0};
-  // Records that found the pool empty, and their bytes (the keeper sizes the pool from them),
-  // and the blocks the thread then allocated itself (no spare block either). Written by the
-  // owning thread only.
-  std::atomic<int64_t> starved{0};
-  std::atomic<int64_t> starved_bytes{0};
-  std::atomic<int64_t> allocated{0};
-  // The pool: slots [pool_read, pool_write) hold prepared blocks. The flusher fills slots and
-  // advances pool_write (release); the thread takes from pool_read and advances it (release).
-  std::atomic<uint64_t> pool_write{0};
-  std::atomic<uint64_t> pool_read{0};
-  Block* pool[kPoolSlots] = {};
-  // Read and written by the flusher only (under flush_mu).
-  Block* head = nullptr;
-  uint32_t head_pos = 0;
-  // Read and written under pool_mu (the flusher adds drained blocks, the keeper refills).
-  std::vector<Block*> reserve;  // drained blocks kept for the next refills
-  uint64_t read_seen = 0;       // pool_read at the last refill
-  int64_t starved_seen = 0, starved_bytes_seen = 0;
-  // The busiest refill period lately: the most blocks taken in one refill period this flush
-  // interval, and before it (halved each interval: an idle thread's pool shrinks).
-  int64_t peak_blocks_per_refill = 0;
-  int64_t peak_this_interval = 0;
-  int64_t refills_this_interval = 0;
-  // Shared.
-  std::atomic<int64_t> consumed{0};
-  std::atomic<int64_t> dropped{0};
-  std::atomic<int64_t> block_bytes{0};  // allocated to this buffer: chain, pool and reserve
-  std::atomic<bool> thread_exited{false};
-  std::atomic<int64_t> tid{0};
-
-  ~ThreadBuffer() {
-    for (Block* b = head; b != nullptr;) {
-      Block* next = b->next.load(std::memory_order_relaxed);
-      FreeBlock(b);
-      b = next;
-    }
-    for (uint64_t i = pool_read.load(); i < pool_write.load(); ++i) FreeBlock(pool[i % kPoolSlots]);
-    for (Block* b : reserve) FreeBlock(b);
-  }
-};
 
 struct State {
   std::mutex lifecycle_mu;  // Start/Stop
@@ -212,15 +89,7 @@ struct State {
   std::atomic<ThreadBuffer*> ready[kReadyBuffers] = {};
   std::atomic<int64_t> buffers_taken{0};      // first events since the flusher last looked
   std::atomic<int64_t> allocated_removed{0};  // `allocated` of buffers no longer registered
-  // Spare blocks (see kSpareSlots): the keeper fills empty slots (pool_mu), a thread takes one
-  // by exchanging its slot with null.
-  std::atomic<Block*> spare[kSpareSlots] = {};
-  // Under pool_mu: pool-empty blocks of all threads in this refill period (RefillPool adds),
-  // their most in one period this flush interval and lately (halved each interval).
-  int64_t spare_demand = 0;
-  int64_t spare_peak = 0;
-  int64_t spare_peak_this_interval = 0;
-  int64_t spare_refills = 0;
+  recorder_blocks::SparePool spares;          // taken by threads; refilled under pool_mu
   // Refills in a row at which no thread took a block (pool_mu): the keeper refills
   // kRefillsPerInterval times per flush interval until a whole interval has passed so (and
   // from its start), else once per interval.
@@ -262,18 +131,6 @@ pthread_key_t ExitKey() {
     return k;
   }();
   return key;
-}
-
-// A buffer with its first block and a pool of `pool_blocks`, all prepared. Made by the flusher
-// for the ready slots (one pool block: a ready buffer costs 128 KiB), or by a thread that found
-// none ready.
-std::shared_ptr<ThreadBuffer> MakeBuffer(int64_t pool_blocks) {
-  auto buffer = std::make_shared<ThreadBuffer>();
-  buffer->head = buffer->tail = NewPreparedBlock();
-  for (int64_t i = 0; i < pool_blocks; ++i) buffer->pool[i] = NewPreparedBlock();
-  buffer->pool_write.store(static_cast<uint64_t>(pool_blocks), std::memory_order_relaxed);
-  buffer->block_bytes.store((1 + pool_blocks) * kBlockBytes, std::memory_order_relaxed);
-  return buffer;
 }
 
 void EnsureFlusher();
@@ -333,159 +190,6 @@ void EnsureFlusher() {
 // Bulk mode (SetBulkWrites): this thread allocates a block when its pool is empty.
 thread_local bool t_bulk = false;
 
-// The next block for a record of `need` bytes. A record that fits a block takes a prepared
-// block from the thread's pool: two atomic loads and a store, no lock, no allocation, no page
-// fault. When the pool is empty the block is allocated here (what the pool spares the thread
-// in the steady state, it pays in a burst: data is never lost to keep the hot path short) and
-// counted, so that the keeper grows the pool; bulk writes are not counted (their burst is not
-// the thread's rate). A record larger than a block is allocated here too. All within the
-// thread's memory bound. Null: over the bound, drop the record.
-Block* TakeBlock(ThreadBuffer* b, size_t need) {
-  if (need <= kBlockBytes) {
-    const uint64_t r = b->pool_read.load(std::memory_order_relaxed);
-    if (r != b->pool_write.load(std::memory_order_acquire)) {
-      Block* got = b->pool[r % kPoolSlots];
-      b->pool_read.store(r + 1, std::memory_order_release);
-      return got;
-    }
-    if (!t_bulk) {
-      b->starved.store(b->starved.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      b->starved_bytes.store(
-          b->starved_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(need),
-          std::memory_order_relaxed);
-    }
-  }
-  const auto capacity = static_cast<uint32_t>(std::max<size_t>(kBlockBytes, need));
-  if (b->block_bytes.load(std::memory_order_relaxed) + capacity > kMaxBufferedBytesPerThread) {
-    return nullptr;
-  }
-  b->block_bytes.fetch_add(capacity, std::memory_order_relaxed);
-  if (capacity == kBlockBytes) {
-    for (auto& slot : S().spare) {
-      if (slot.load(std::memory_order_relaxed) == nullptr) continue;
-      Block* got = slot.exchange(nullptr, std::memory_order_acquire);
-      if (got != nullptr) return got;
-    }
-    if (!t_bulk) {
-      b->allocated.store(b->allocated.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_relaxed);
-    }
-  }
-  // Not prepared here: mapping all 16 pages at once would make this one call take 16 page
-  // faults (tens of microseconds on a VM). Mapped as records reach them instead, a call takes
-  // one fault at most; the keeper maps what is left before the block goes into a pool.
-  return NewBlock(capacity);
-}
-
-// Parks a drained block that its reserve need not keep as a spare (pool_mu held). False: every
-// spare slot is taken.
-bool Park(Block* block) {
-  for (auto& slot : S().spare) {
-    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
-    if (!block->prepared) Prepare(block);
-    block->committed.store(0, std::memory_order_relaxed);
-    block->next.store(nullptr, std::memory_order_relaxed);
-    slot.store(block, std::memory_order_release);
-    return true;
-  }
-  return false;
-}
-
-// Tops up the pool of `b` (the keeper, under pool_mu) to what its thread took in its busiest
-// refill period lately (this flush interval, or half of it before), kPoolPeriods times over and
-// at least kMinPoolBlocks: from the drained blocks kept in reserve first, then new prepared
-// blocks, within the memory bound. The reserve keeps about a flush interval's worth; the rest
-// is parked as spares, or freed: past twice that at once, the rest once recording is idle
-// (`idle`) or the thread has taken nothing lately (memory that malloc gives back and maps again
-// stalls the page faults of the threads that record). Returns whether the thread
-// took blocks or went without since the last refill.
-bool RefillPool(ThreadBuffer* b, bool idle) {
-  const uint64_t read = b->pool_read.load(std::memory_order_acquire);
-  const uint64_t write = b->pool_write.load(std::memory_order_relaxed);
-  int64_t wanted = static_cast<int64_t>(read - b->read_seen);
-  b->read_seen = read;
-  const int64_t starved_bytes = b->starved_bytes.load(std::memory_order_relaxed);
-  wanted += (starved_bytes - b->starved_bytes_seen + kBlockBytes - 1) / kBlockBytes;
-  b->starved_bytes_seen = starved_bytes;
-  const int64_t starved = b->starved.load(std::memory_order_relaxed);
-  S().spare_demand += starved - b->starved_seen;
-  b->starved_seen = starved;
-  b->peak_this_interval = std::max(b->peak_this_interval, wanted);
-  b->peak_blocks_per_refill = std::max(b->peak_blocks_per_refill, wanted);
-  if (++b->refills_this_interval >= kRefillsPerInterval) {
-    b->peak_blocks_per_refill = std::max(b->peak_this_interval, b->peak_blocks_per_refill / 2);
-    b->peak_this_interval = 0;
-    b->refills_this_interval = 0;
-  }
-  const int64_t target =
-      std::min<int64_t>(kPoolSlots, kMinPoolBlocks + kPoolPeriods * b->peak_blocks_per_refill);
-  uint64_t w = write;
-  while (static_cast<int64_t>(w - read) < target) {
-    Block* block = nullptr;
-    if (!b->reserve.empty()) {
-      block = b->reserve.back();
-      b->reserve.pop_back();
-      if (!block->prepared) Prepare(block);
-    } else {
-      if (b->block_bytes.load(std::memory_order_relaxed) + kBlockBytes >
-          kMaxBufferedBytesPerThread) {
-        break;
-      }
-      b->block_bytes.fetch_add(kBlockBytes, std::memory_order_relaxed);
-      block = NewPreparedBlock();
-    }
-    block->committed.store(0, std::memory_order_relaxed);
-    block->next.store(nullptr, std::memory_order_relaxed);
-    b->pool[w % kPoolSlots] = block;
-    ++w;
-  }
-  if (w != write) b->pool_write.store(w, std::memory_order_release);
-  const size_t keep =
-      static_cast<size_t>(kMinPoolBlocks + kRefillsPerInterval * b->peak_blocks_per_refill);
-  while (b->reserve.size() > keep) {
-    if (!Park(b->reserve.back())) {
-      // A thread that still takes blocks keeps up to twice its reserve.
-      if (!idle && b->peak_blocks_per_refill > 0 && b->reserve.size() <= 2 * keep) break;
-      FreeBlock(b->reserve.back());
-    }
-    b->reserve.pop_back();
-    b->block_bytes.fetch_sub(kBlockBytes, std::memory_order_relaxed);
-  }
-  return wanted > 0;
-}
-
-// Tops the spare blocks up to their target (pool_mu held); once recording has been idle for a
-// flush interval, frees those above it (while threads record, the keeper frees nothing that
-// it may have to map again).
-void RefillSpares(bool idle) {
-  State& s = S();
-  s.spare_peak = std::max(s.spare_peak, s.spare_demand);
-  s.spare_peak_this_interval = std::max(s.spare_peak_this_interval, s.spare_demand);
-  s.spare_demand = 0;
-  if (++s.spare_refills >= kRefillsPerInterval) {
-    s.spare_peak = std::max(s.spare_peak_this_interval, s.spare_peak / 2);
-    s.spare_peak_this_interval = 0;
-    s.spare_refills = 0;
-  }
-  const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 2 * s.spare_peak);
-  int64_t held = 0;
-  for (auto& slot : s.spare) held += slot.load(std::memory_order_relaxed) != nullptr;
-  for (auto& slot : s.spare) {
-    if (held >= target) break;
-    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
-    slot.store(NewPreparedBlock(), std::memory_order_release);
-    ++held;
-  }
-  if (!idle) return;
-  for (auto& slot : s.spare) {
-    if (held <= target) break;
-    Block* block = slot.exchange(nullptr, std::memory_order_acquire);
-    if (block == nullptr) continue;
-    FreeBlock(block);
-    --held;
-  }
-}
-
 // Refills every live thread's pool and the ready buffers (pool_mu held). Returns whether any
 // thread took blocks or a ready buffer since the last call: then the flusher comes back
 // sooner than the next drain.
@@ -495,7 +199,7 @@ bool RefillLocked(const std::vector<std::shared_ptr<ThreadBuffer>>& buffers) {
   const bool idle = s.idle_refills >= kRefillsPerInterval;
   for (const auto& b : buffers) {
     if (b->thread_exited.load(std::memory_order_acquire)) continue;
-    busy = RefillPool(b.get(), idle) || busy;
+    busy = recorder_blocks::RefillPool(b.get(), idle, s.spares) || busy;
   }
   for (auto& slot : s.ready) {
     if (slot.load(std::memory_order_acquire) != nullptr) continue;
@@ -507,7 +211,7 @@ bool RefillLocked(const std::vector<std::shared_ptr<ThreadBuffer>>& buffers) {
     }
     slot.store(raw, std::memory_order_release);
   }
-  RefillSpares(!busy && idle);
+  s.spares.Refill(!busy && idle);
   return busy;
 }
 
@@ -551,7 +255,7 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
     return;
   }
   if (b->tail_pos + need > b->tail->capacity) {
-    Block* next = TakeBlock(b, need);
+    Block* next = recorder_blocks::TakeBlock(b, need, t_bulk, s.spares);
     if (next == nullptr) {
       Drop(b);
       return;
@@ -856,9 +560,8 @@ void AtForkChild() {
   for (auto& slot : s.ready) slot.store(nullptr);  // they were in `buffers`
   s.buffers_taken.store(0);
   s.allocated_removed.store(0);
-  for (auto& slot : s.spare) slot.store(nullptr);  // the parent's (copied, left alone)
+  s.spares.Forget();  // the parent's (copied, left alone)
   s.idle_refills = 0;
-  s.spare_demand = s.spare_peak = s.spare_peak_this_interval = s.spare_refills = 0;
   pthread_setspecific(ExitKey(), nullptr);  // this thread's buffer was the parent's
   s.pid.store(getpid());                    // also invalidates every thread's cached buffer handle
   s.recorded.store(0);
@@ -973,9 +676,7 @@ Status Stop() {
   if (!s.active.load()) return OkStatus();
   s.active.store(false);
   StopFlusher();
-  for (auto& slot : s.spare) {
-    if (Block* block = slot.exchange(nullptr, std::memory_order_acquire)) FreeBlock(block);
-  }
+  s.spares.FreeAll();
   std::lock_guard<std::mutex> flush_lock(s.flush_mu);
   {
     std::lock_guard<std::mutex> reg(s.registry_mu);

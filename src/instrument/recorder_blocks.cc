@@ -1,0 +1,216 @@
+#include "instrument/recorder_blocks.h"
+
+#include <algorithm>
+#include <new>
+
+namespace trainprof::instrument::recorder_blocks {
+
+Block* NewBlock(uint32_t capacity) {
+  void* mem = ::operator new(sizeof(Block) + capacity);
+  Block* b = new (mem) Block();
+  b->capacity = capacity;
+  return b;
+}
+
+void FreeBlock(Block* b) {
+  b->~Block();
+  ::operator delete(b);
+}
+
+// Written once here, on the keeper's thread, so that the training thread writing into the block
+// takes no page fault. A volatile store per page: a memset of fresh memory may be turned into
+// calloc, which skips the writes.
+void Prepare(Block* b) {
+  volatile char* p = b->data();
+  for (size_t i = 0; i < b->capacity; i += kPageBytes) p[i] = 0;
+  p[b->capacity - 1] = 0;
+  b->prepared = true;
+}
+
+Block* NewPreparedBlock() {
+  Block* b = NewBlock(kBlockBytes);
+  Prepare(b);
+  return b;
+}
+
+ThreadBuffer::~ThreadBuffer() {
+  for (Block* b = head; b != nullptr;) {
+    Block* next = b->next.load(std::memory_order_relaxed);
+    FreeBlock(b);
+    b = next;
+  }
+  for (uint64_t i = pool_read.load(); i < pool_write.load(); ++i) FreeBlock(pool[i % kPoolSlots]);
+  for (Block* b : reserve) FreeBlock(b);
+}
+
+std::shared_ptr<ThreadBuffer> MakeBuffer(int64_t pool_blocks) {
+  auto buffer = std::make_shared<ThreadBuffer>();
+  buffer->head = buffer->tail = NewPreparedBlock();
+  for (int64_t i = 0; i < pool_blocks; ++i) buffer->pool[i] = NewPreparedBlock();
+  buffer->pool_write.store(static_cast<uint64_t>(pool_blocks), std::memory_order_relaxed);
+  buffer->block_bytes.store((1 + pool_blocks) * kBlockBytes, std::memory_order_relaxed);
+  return buffer;
+}
+
+Block* SparePool::Take() {
+  for (auto& slot : slots_) {
+    if (slot.load(std::memory_order_relaxed) == nullptr) continue;
+    Block* got = slot.exchange(nullptr, std::memory_order_acquire);
+    if (got != nullptr) return got;
+  }
+  return nullptr;
+}
+
+bool SparePool::Park(Block* block) {
+  for (auto& slot : slots_) {
+    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
+    if (!block->prepared) Prepare(block);
+    block->committed.store(0, std::memory_order_relaxed);
+    block->next.store(nullptr, std::memory_order_relaxed);
+    slot.store(block, std::memory_order_release);  // only the keeper fills a slot
+    return true;
+  }
+  return false;
+}
+
+void SparePool::Refill(bool idle) {
+  peak_ = std::max(peak_, demand_);
+  peak_this_interval_ = std::max(peak_this_interval_, demand_);
+  demand_ = 0;
+  if (++refills_ >= kRefillsPerInterval) {
+    peak_ = std::max(peak_this_interval_, peak_ / 2);
+    peak_this_interval_ = 0;
+    refills_ = 0;
+  }
+  const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 2 * peak_);
+  int64_t held = 0;
+  for (auto& slot : slots_) held += slot.load(std::memory_order_relaxed) != nullptr;
+  for (auto& slot : slots_) {
+    if (held >= target) break;
+    if (slot.load(std::memory_order_relaxed) != nullptr) continue;
+    slot.store(NewPreparedBlock(), std::memory_order_release);
+    ++held;
+  }
+  if (!idle) return;
+  for (auto& slot : slots_) {
+    if (held <= target) break;
+    Block* block = slot.exchange(nullptr, std::memory_order_acquire);
+    if (block == nullptr) continue;
+    FreeBlock(block);
+    --held;
+  }
+}
+
+void SparePool::FreeAll() {
+  for (auto& slot : slots_) {
+    if (Block* block = slot.exchange(nullptr, std::memory_order_acquire)) FreeBlock(block);
+  }
+}
+
+void SparePool::Forget() {
+  for (auto& slot : slots_) slot.store(nullptr);
+  demand_ = peak_ = peak_this_interval_ = refills_ = 0;
+}
+
+// A record that fits a block takes a prepared block from the thread's pool: two atomic loads
+// and a store, no lock, no allocation, no page fault. When the pool is empty it takes a spare
+// block (an exchange), and when none is left allocates one here (what the pool spares the
+// thread in the steady state, it pays in a burst: data is never lost to keep the hot path
+// short), counted; either way the keeper grows the pool from the count of pool-empty records,
+// in which bulk writes are not counted (their burst is not the thread's rate). A record larger
+// than a block is allocated here too. All within the thread's memory bound.
+Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares) {
+  if (need <= kBlockBytes) {
+    const uint64_t r = b->pool_read.load(std::memory_order_relaxed);
+    if (r != b->pool_write.load(std::memory_order_acquire)) {
+      Block* got = b->pool[r % kPoolSlots];
+      b->pool_read.store(r + 1, std::memory_order_release);
+      return got;
+    }
+    if (!bulk) {
+      b->starved.store(b->starved.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      b->starved_bytes.store(
+          b->starved_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(need),
+          std::memory_order_relaxed);
+    }
+  }
+  const auto capacity = static_cast<uint32_t>(std::max<size_t>(kBlockBytes, need));
+  if (b->block_bytes.load(std::memory_order_relaxed) + capacity > kMaxBufferedBytesPerThread) {
+    return nullptr;
+  }
+  b->block_bytes.fetch_add(capacity, std::memory_order_relaxed);
+  if (capacity == kBlockBytes) {
+    if (Block* got = spares.Take()) return got;
+    if (!bulk) {
+      b->allocated.store(b->allocated.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+    }
+  }
+  // Not prepared here: mapping all 16 pages at once would make this one call take 16 page
+  // faults (tens of microseconds on a VM). Mapped as records reach them instead, a call takes
+  // one fault at most; the keeper maps what is left before the block goes into a pool.
+  return NewBlock(capacity);
+}
+
+// To what its thread took in its busiest refill period lately (this flush interval, or half of
+// it before), kPoolPeriods times over and at least kMinPoolBlocks: from the drained blocks kept
+// in reserve first, then new prepared blocks, within the memory bound. The reserve keeps about
+// a flush interval's worth; the rest is parked as spares, or freed: past twice that at once,
+// the rest once recording is idle (`idle`) or the thread has taken nothing lately (memory that
+// malloc gives back and maps again stalls the page faults of the threads that record).
+bool RefillPool(ThreadBuffer* b, bool idle, SparePool& spares) {
+  const uint64_t read = b->pool_read.load(std::memory_order_acquire);
+  const uint64_t write = b->pool_write.load(std::memory_order_relaxed);
+  int64_t wanted = static_cast<int64_t>(read - b->read_seen);
+  b->read_seen = read;
+  const int64_t starved_bytes = b->starved_bytes.load(std::memory_order_relaxed);
+  wanted += (starved_bytes - b->starved_bytes_seen + kBlockBytes - 1) / kBlockBytes;
+  b->starved_bytes_seen = starved_bytes;
+  const int64_t starved = b->starved.load(std::memory_order_relaxed);
+  spares.AddDemand(starved - b->starved_seen);
+  b->starved_seen = starved;
+  b->peak_this_interval = std::max(b->peak_this_interval, wanted);
+  b->peak_blocks_per_refill = std::max(b->peak_blocks_per_refill, wanted);
+  if (++b->refills_this_interval >= kRefillsPerInterval) {
+    b->peak_blocks_per_refill = std::max(b->peak_this_interval, b->peak_blocks_per_refill / 2);
+    b->peak_this_interval = 0;
+    b->refills_this_interval = 0;
+  }
+  const int64_t target =
+      std::min<int64_t>(kPoolSlots, kMinPoolBlocks + kPoolPeriods * b->peak_blocks_per_refill);
+  uint64_t w = write;
+  while (static_cast<int64_t>(w - read) < target) {
+    Block* block = nullptr;
+    if (!b->reserve.empty()) {
+      block = b->reserve.back();
+      b->reserve.pop_back();
+      if (!block->prepared) Prepare(block);
+    } else {
+      if (b->block_bytes.load(std::memory_order_relaxed) + kBlockBytes >
+          kMaxBufferedBytesPerThread) {
+        break;
+      }
+      b->block_bytes.fetch_add(kBlockBytes, std::memory_order_relaxed);
+      block = NewPreparedBlock();
+    }
+    block->committed.store(0, std::memory_order_relaxed);
+    block->next.store(nullptr, std::memory_order_relaxed);
+    b->pool[w % kPoolSlots] = block;
+    ++w;
+  }
+  if (w != write) b->pool_write.store(w, std::memory_order_release);
+  const size_t keep =
+      static_cast<size_t>(kMinPoolBlocks + kRefillsPerInterval * b->peak_blocks_per_refill);
+  while (b->reserve.size() > keep) {
+    if (!spares.Park(b->reserve.back())) {
+      // A thread that still takes blocks keeps up to twice its reserve.
+      if (!idle && b->peak_blocks_per_refill > 0 && b->reserve.size() <= 2 * keep) break;
+      FreeBlock(b->reserve.back());
+    }
+    b->reserve.pop_back();
+    b->block_bytes.fetch_sub(kBlockBytes, std::memory_order_relaxed);
+  }
+  return wanted > 0;
+}
+
+}  // namespace trainprof::instrument::recorder_blocks

@@ -1,0 +1,173 @@
+#pragma once
+// The recorder's memory (recorder.cc's internals, not an API): records in per-thread chains of
+// blocks, the pools of prepared blocks the threads take from, and the process's spare blocks.
+//
+// A thread appends records to its own chain (ThreadBuffer: one writer, the thread; one reader,
+// the flusher) and takes each next block from its pool, a single-producer/single-consumer ring
+// that the pool keeper fills with prepared blocks (every page already mapped, so that the
+// recording thread takes no page fault). A thread that outruns its pool takes a spare block
+// (SparePool: prepared blocks that belong to no thread) and only then allocates one itself.
+// Drained blocks go back to the thread's reserve, from which the keeper refills the pool.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace trainprof::instrument::recorder_blocks {
+
+// What the hot path writes: a fixed header, then the name, category, mode and args bytes,
+// padded to 8. No std::string, no allocation: a record is a few stores into a block.
+struct RecordHeader {
+  int64_t start_ns;
+  int64_t duration_ns;
+  int64_t step;
+  int64_t tid;  // 0: the buffer's thread
+  uint32_t args_len;
+  uint16_t name_len;
+  uint8_t category_len;
+  uint8_t mode_len;
+  uint8_t kind;
+};
+inline constexpr size_t kHeaderBytes = (sizeof(RecordHeader) + 7) & ~size_t{7};
+
+// A record's size in its block: the header and its texts, padded to 8 (writer and reader).
+constexpr size_t RecordBytes(size_t name, size_t category, size_t mode, size_t args) {
+  return (kHeaderBytes + name + category + mode + args + 7) & ~size_t{7};
+}
+inline constexpr uint32_t kBlockBytes = 64 << 10;
+// A record larger than this (args of megabytes) is dropped and counted, never truncated.
+inline constexpr size_t kMaxRecordBytes = 16 << 20;
+// Per-thread memory bound, whatever the event count: blocks in the chain, in the pool and kept
+// for refills.
+inline constexpr int64_t kMaxBufferedBytesPerThread = 64 << 20;
+// The pool of prepared blocks a thread takes from: a ring with one producer (the keeper) and
+// one consumer (the thread), as many slots as the memory bound allows blocks.
+inline constexpr uint32_t kPoolSlots = kMaxBufferedBytesPerThread / kBlockBytes;
+// Blocks a thread's pool holds at least.
+inline constexpr int64_t kMinPoolBlocks = 2;
+// Prepared blocks that belong to no thread: a thread whose pool is empty takes one before it
+// allocates (no page fault, no malloc: a thread's first malloc creates its arena, and memory
+// that malloc has just trimmed and maps again stalls other threads' page faults). The keeper
+// keeps twice the most blocks that threads took from it in one refill period lately, and at
+// least kMinSpareBlocks, and parks here the drained blocks the reserves do not keep instead of
+// freeing them while threads record; it frees the rest once recording is idle.
+inline constexpr int kSpareSlots = 64;  // 4 MiB per process at most
+inline constexpr int kMinSpareBlocks = 16;
+// While threads take blocks, the keeper tops their pools up this many times per flush
+// interval; a pool holds what its thread took in its busiest refill period lately this many
+// times over (the flusher refills nothing while it writes the store).
+inline constexpr int64_t kRefillsPerInterval = 10;
+inline constexpr int64_t kPoolPeriods = 4;
+inline constexpr size_t kPageBytes = 4096;
+
+// A block of records. The owning thread writes records and then publishes them by advancing
+// `committed` (release); the flusher reads up to `committed` (acquire). When a record does
+// not fit, the thread links a new block through `next` and never touches this one again.
+struct Block {
+  std::atomic<uint32_t> committed{0};
+  uint32_t capacity = 0;
+  std::atomic<Block*> next{nullptr};
+  // All pages mapped (NewPreparedBlock, or Prepare on the keeper's thread before a block that
+  // a thread allocated itself goes into a pool).
+  bool prepared = false;
+  char* data() { return reinterpret_cast<char*>(this) + sizeof(Block); }
+};
+
+Block* NewBlock(uint32_t capacity);
+void FreeBlock(Block* b);
+// Maps every page of `b` (a write per page, on the calling thread).
+void Prepare(Block* b);
+Block* NewPreparedBlock();
+
+// One thread's records not yet drained: a chain of blocks with one writer (the thread) and one
+// reader (the flusher, under the recorder's flush_mu), and a pool of prepared blocks that the
+// keeper fills and the thread takes from; no lock between them. Made by the keeper (kept ready
+// for a thread's first event) or, when none is ready, by the thread itself; held by the
+// recorder's registry, which lets it go once its thread has exited and it is drained.
+struct ThreadBuffer {
+  // Written by the owning thread only.
+  Block* tail = nullptr;
+  uint32_t tail_pos = 0;
+  // Records accepted; only the owning thread writes it (a plain store: no locked instruction),
+  // Stats reads it.
+  std::atomic<int64_t> produced{0};
+  // Records that found the pool empty, and their bytes (the keeper sizes the pool from them),
+  // and the blocks the thread then allocated itself (no spare block either). Written by the
+  // owning thread only.
+  std::atomic<int64_t> starved{0};
+  std::atomic<int64_t> starved_bytes{0};
+  std::atomic<int64_t> allocated{0};
+  // The pool: slots [pool_read, pool_write) hold prepared blocks. The keeper fills slots and
+  // advances pool_write (release); the thread takes from pool_read and advances it (release).
+  std::atomic<uint64_t> pool_write{0};
+  std::atomic<uint64_t> pool_read{0};
+  Block* pool[kPoolSlots] = {};
+  // Read and written by the flusher only (under flush_mu).
+  Block* head = nullptr;
+  uint32_t head_pos = 0;
+  // Read and written under the recorder's pool_mu (the flusher adds drained blocks, the keeper
+  // refills).
+  std::vector<Block*> reserve;  // drained blocks kept for the next refills
+  uint64_t read_seen = 0;       // pool_read at the last refill
+  int64_t starved_seen = 0, starved_bytes_seen = 0;
+  // The busiest refill period lately: the most blocks taken in one refill period this flush
+  // interval, and before it (halved each interval: an idle thread's pool shrinks).
+  int64_t peak_blocks_per_refill = 0;
+  int64_t peak_this_interval = 0;
+  int64_t refills_this_interval = 0;
+  // Shared.
+  std::atomic<int64_t> consumed{0};
+  std::atomic<int64_t> dropped{0};
+  std::atomic<int64_t> block_bytes{0};  // allocated to this buffer: chain, pool and reserve
+  std::atomic<bool> thread_exited{false};
+  std::atomic<int64_t> tid{0};
+
+  ~ThreadBuffer();
+};
+
+// A buffer with its first block and a pool of `pool_blocks`, all prepared. Made by the keeper
+// for the ready slots (one pool block: a ready buffer costs 128 KiB), or by a thread that found
+// none ready.
+std::shared_ptr<ThreadBuffer> MakeBuffer(int64_t pool_blocks);
+
+// The process's spare blocks. Take is lock-free (any thread); the rest is the keeper's, under
+// the recorder's pool_mu.
+class SparePool {
+ public:
+  // A spare block, or null when none is left.
+  Block* Take();
+  // Parks a drained block that its reserve need not keep. False: every slot is taken.
+  bool Park(Block* block);
+  // Blocks that threads wanted from their empty pools since the last Refill.
+  void AddDemand(int64_t blocks) { demand_ += blocks; }
+  // Tops the spares up to their target; once recording has been idle for a flush interval
+  // (`idle`), frees those above it (while threads record, nothing that may have to be mapped
+  // again is freed).
+  void Refill(bool idle);
+  // Frees every spare block (Stop).
+  void FreeAll();
+  // Forgets every spare block without freeing it (a forked child: they are the parent's).
+  void Forget();
+
+ private:
+  std::atomic<Block*> slots_[kSpareSlots] = {};
+  // The blocks wanted in this refill period, and their most in one period this flush interval
+  // and lately (halved each interval).
+  int64_t demand_ = 0;
+  int64_t peak_ = 0;
+  int64_t peak_this_interval_ = 0;
+  int64_t refills_ = 0;
+};
+
+// The next block for a record of `need` bytes, on the thread that owns `b` (recorder_blocks.cc).
+// `bulk`: a bulk write, whose burst is not the thread's rate (not counted). Null: over the
+// thread's memory bound, drop the record.
+Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares);
+
+// Tops up the pool of `b` (the keeper, under pool_mu). Returns whether the thread took blocks
+// or went without since the last refill.
+bool RefillPool(ThreadBuffer* b, bool idle, SparePool& spares);
+
+}  // namespace trainprof::instrument::recorder_blocks
