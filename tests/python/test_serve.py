@@ -489,6 +489,9 @@ def test_processes_of_a_recorded_job_and_of_a_run_without_any(compiled_run, brow
             "return Array.from(document.querySelectorAll('#processes li')).map(l => Number(l.dataset.pid))")
         assert sorted(shown) == sorted(known["main"] + known["worker"])
         browser.screenshot(str(ARTIFACTS / "dashboard-processes.png"))
+        # A new document: a change of the hash alone keeps the last page's DOM until the
+        # new one renders, and the wait below would find the old section's summary.
+        browser.open("about:blank")
         browser.open(srv.url + f"/#/run/{rows['quiet']}/nodes")
         _wait(browser, "return document.querySelector('#processes summary') !== null")
         browser.js("document.querySelector('#processes summary').click()")
