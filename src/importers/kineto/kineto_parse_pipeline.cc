@@ -38,6 +38,7 @@ struct Item {
 
 static_assert(std::is_trivially_destructible_v<Item>);
 static_assert(sizeof(Item) <= 88);
+static_assert((size_t{1} << 20) + kMaxTraceElementBytes < PackedView::kInArena);  // the defaults
 
 // The elements of one window, with the window their views point into.
 struct Batch {
@@ -323,6 +324,12 @@ StatusOr<StreamResult> StreamTraceParallel(ByteSource& source, ParsedEventSink& 
                                            const StreamOptions& options) {
   StreamOptions stable = options;
   stable.stable_windows = true;
+  // Items hold 31-bit offsets into a window and its arena (PackedView): a window, which holds
+  // at most one read buffer and one element, must stay below that.
+  if (options.initial_buffer_bytes + options.max_element_bytes >= PackedView::kInArena) {
+    SerialAdapter adapter(sink);
+    return StreamTrace(source, adapter, options);
+  }
   Channel channel;
   std::thread reader;
   try {
