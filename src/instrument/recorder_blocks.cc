@@ -105,6 +105,7 @@ void SparePool::FreeAll() {
   for (auto& slot : slots_) {
     if (Block* block = slot.exchange(nullptr, std::memory_order_acquire)) FreeBlock(block);
   }
+  demand_ = peak_ = peak_this_interval_ = refills_ = 0;
 }
 
 void SparePool::Forget() {

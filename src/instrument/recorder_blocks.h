@@ -146,7 +146,7 @@ class SparePool {
   // (`idle`), frees those above it (while threads record, nothing that may have to be mapped
   // again is freed).
   void Refill(bool idle);
-  // Frees every spare block (Stop).
+  // Frees every spare block and forgets the demand (Stop: the next Start begins afresh).
   void FreeAll();
   // Forgets every spare block without freeing it (a forked child: they are the parent's).
   void Forget();
