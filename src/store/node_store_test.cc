@@ -130,6 +130,71 @@ TEST(NodeStoreTest, WritesAndReadsMetricsEventsFindingsCounters) {
   EXPECT_EQ((*series)[0].count, 250);
 }
 
+// Flush(2), an import's last flush: a batch that would be one chunk is encoded by two threads
+// as two chunks, and reads back as the same events, in the same order, as Flush() stored them.
+TEST(NodeStoreTest, TwoThreadFlushStoresTheSameEventsAsOne) {
+  const std::string dir = MakeTempDir();
+  std::mt19937_64 rng(7);
+  std::vector<model::Event> events(20'000);
+  for (size_t i = 0; i < events.size(); ++i) {
+    model::Event& e = events[i];
+    e.name = "op" + std::to_string(rng() % 300);
+    e.category = i % 3 == 0 ? "kernel" : "cpu_op";
+    e.start_ns = kT0 + static_cast<int64_t>(rng() % 1'000'000'000);  // out of order
+    e.duration_ns = static_cast<int64_t>(rng() % 100'000);
+    e.pid = 7;
+    e.tid = static_cast<int64_t>(i % 5);
+    e.step = static_cast<int64_t>(i / 1000);
+    e.args = R"({"External id":)" + std::to_string(i) + "}";
+  }
+  auto write = [&](const std::string& path, int threads, size_t n) {
+    auto w = NodeStoreWriter::Open(path, TestNode());
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    for (size_t i = 0; i < n; ++i) (*w)->AppendEvent(events[i]);
+    EXPECT_TRUE((*w)->Flush(threads).ok());
+    EXPECT_TRUE((*w)->Close().ok());
+  };
+  auto chunks = [](const std::string& path) {
+    auto db = SqliteDb::Open(path, SqliteDb::Mode::kReadOnly);
+    EXPECT_TRUE(db.ok());
+    auto stmt = (*db)->Prepare("SELECT count(*) FROM event_chunks");
+    EXPECT_TRUE(stmt.ok());
+    Status st;
+    EXPECT_TRUE(stmt->Step(&st));
+    return stmt->Int(0);
+  };
+  auto read = [](const std::string& path) {
+    auto r = NodeStoreReader::Open(path);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EventTable ev;
+    ReadProblems problems;
+    EXPECT_TRUE((*r)->ReadEvents({}, &ev, &problems).ok());
+    EXPECT_EQ(problems.corrupt_chunks, 0);
+    return ev;
+  };
+  write(dir + "/one/store.sqlite", 1, events.size());
+  write(dir + "/two/store.sqlite", 2, events.size());
+  EXPECT_EQ(chunks(dir + "/one/store.sqlite"), 1);
+  EXPECT_EQ(chunks(dir + "/two/store.sqlite"), 2);
+  const EventTable a = read(dir + "/one/store.sqlite");
+  const EventTable b = read(dir + "/two/store.sqlite");
+  ASSERT_EQ(a.size(), events.size());
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a.start_ns[i], b.start_ns[i]) << i;
+    ASSERT_LE(i == 0 ? a.start_ns[i] : a.start_ns[i - 1], a.start_ns[i]) << i;  // by start
+    ASSERT_EQ(a.duration_ns[i], b.duration_ns[i]) << i;
+    ASSERT_EQ(a.names.at(a.name[i]), b.names.at(b.name[i])) << i;
+    ASSERT_EQ(a.categories.at(a.category[i]), b.categories.at(b.category[i])) << i;
+    ASSERT_EQ(a.tid[i], b.tid[i]) << i;
+    ASSERT_EQ(a.step[i], b.step[i]) << i;
+    ASSERT_EQ(a.args[i], b.args[i]) << i;
+  }
+  // A batch under twice the smallest half stays one chunk.
+  write(dir + "/small/store.sqlite", 2, 2 * NodeStoreWriter::kMinSplitChunkEvents - 1);
+  EXPECT_EQ(chunks(dir + "/small/store.sqlite"), 1);
+}
+
 TEST(NodeStoreTest, ReopenAppendsToExistingStore) {
   std::string path = MakeTempDir() + "/store.sqlite";
   for (int round = 0; round < 2; ++round) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <future>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -46,6 +47,7 @@ struct NodeStoreWriter::Pending {
   std::vector<std::tuple<int64_t, std::string, std::string>> annotations;
   std::map<std::string, std::string> meta;
   int64_t value_count = 0;
+  int encode_threads = 1;  // Flush(2): the batch's event chunks encoded on two threads
 };
 
 NodeStoreWriter::NodeStoreWriter(std::unique_ptr<SqliteDb> db, std::string path,
@@ -222,11 +224,14 @@ WriterStats NodeStoreWriter::stats() const {
   return stats_;
 }
 
-Status NodeStoreWriter::Flush() {
+Status NodeStoreWriter::Flush() { return Flush(1); }
+
+Status NodeStoreWriter::Flush(int encode_threads) {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);
   if (closed_) return FailedPrecondition(path_ + ": store is closed");
   Pending pending;
   TakeLocked(pending);
+  pending.encode_threads = encode_threads;
   return WriteTakenLocked(pending);
 }
 
@@ -457,25 +462,60 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
       size_t per_chunk =
           std::min(kMaxEventChunkEvents,
                    static_cast<size_t>(std::max<int64_t>(1, options_.max_events_per_chunk)));
+      // Chunks of up to per_chunk events, fewer when their args pass kMaxEventChunkArgsBytes.
+      std::vector<std::pair<size_t, size_t>> ranges;
       for (size_t begin = 0, end = 0; begin < ev.size(); begin = end) {
-        // Up to per_chunk events, fewer when their args pass kMaxEventChunkArgsBytes.
         size_t args_bytes = 0;
         for (end = begin; end < ev.size() && end - begin < per_chunk; ++end) {
           if (end > begin && args_bytes >= kMaxEventChunkArgsBytes) break;
           args_bytes += ev.Args(order_[end]).size();
         }
-        std::span<const uint32_t> order(order_.data() + begin, end - begin);
+        ranges.emplace_back(begin, end);
+      }
+      // Flush(2) with the batch in one chunk: two halves, so that both threads encode.
+      if (pending.encode_threads > 1 && ranges.size() == 1 &&
+          ev.size() >= 2 * kMinSplitChunkEvents) {
+        ranges = {{0, ev.size() / 2}, {ev.size() / 2, ev.size()}};
+      }
+      auto order_of = [&](const std::pair<size_t, size_t>& r) {
+        return std::span<const uint32_t>(order_.data() + r.first, r.second - r.first);
+      };
+      auto insert = [&](std::span<const uint32_t> order, const std::string& blob) {
         int64_t max_end = INT64_MIN;
         for (uint32_t i : order) {
           max_end = std::max(max_end, ev.start_ns[i] + std::max<int64_t>(0, ev.duration_ns[i]));
         }
-        EncodeEventColumns(ev, order, zstd_, &raw_chunk_, &blob_);
-        TP_RETURN_IF_ERROR(ins.Bind(1, ev.start_ns[order.front()])
-                               .Bind(2, ev.start_ns[order.back()])
-                               .Bind(3, max_end)
-                               .Bind(4, static_cast<int64_t>(order.size()))
-                               .BindBlob(5, blob_)
-                               .Run());
+        return ins.Bind(1, ev.start_ns[order.front()])
+            .Bind(2, ev.start_ns[order.back()])
+            .Bind(3, max_end)
+            .Bind(4, static_cast<int64_t>(order.size()))
+            .BindBlob(5, blob)
+            .Run();
+      };
+      if (pending.encode_threads > 1 && ranges.size() > 1) {
+        // The first half of the chunks on a second thread (its own compressor and scratch),
+        // the rest here; inserted in order once both are done.
+        const size_t half = ranges.size() / 2;
+        if (!helper_zstd_) helper_zstd_ = std::make_unique<ZstdCompressor>(options_.zstd_level);
+        std::vector<std::string> blobs(ranges.size());
+        auto helper = std::async(std::launch::async, [&] {
+          std::string raw;
+          for (size_t k = 0; k < half; ++k) {
+            EncodeEventColumns(ev, order_of(ranges[k]), *helper_zstd_, &raw, &blobs[k]);
+          }
+        });
+        for (size_t k = half; k < ranges.size(); ++k) {
+          EncodeEventColumns(ev, order_of(ranges[k]), zstd_, &raw_chunk_, &blobs[k]);
+        }
+        helper.get();
+        for (size_t k = 0; k < ranges.size(); ++k) {
+          TP_RETURN_IF_ERROR(insert(order_of(ranges[k]), blobs[k]));
+        }
+      } else {
+        for (const auto& r : ranges) {
+          EncodeEventColumns(ev, order_of(r), zstd_, &raw_chunk_, &blob_);
+          TP_RETURN_IF_ERROR(insert(order_of(r), blob_));
+        }
       }
     }
     if (!pending.findings.empty()) {

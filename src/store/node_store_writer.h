@@ -89,6 +89,11 @@ class NodeStoreWriter {
   // Makes everything appended so far durable. On a write error the batch is dropped and
   // counted (never retried forever), and the error is returned.
   Status Flush();
+  // The same, with the batch's events encoded on `encode_threads` threads (2 at most): for a
+  // one-shot writer's last flush, which nothing else overlaps (an import's end). A batch
+  // that would be one chunk of at least 2 x kMinSplitChunkEvents events is stored as two.
+  Status Flush(int encode_threads);
+  static constexpr size_t kMinSplitChunkEvents = 4096;
   // Flush in two halves, for a one-shot writer that writes on another thread while appends go
   // on (an import: the parser fills the next batch meanwhile). Cuts the batch now, exactly as
   // Flush() would (so the store's chunks do not depend on thread timing), and returns what
@@ -153,6 +158,7 @@ class NodeStoreWriter {
   std::unordered_map<int64_t, int64_t> times_refs_;
   std::unordered_map<int64_t, int64_t> times_ref_delta_;  // this transaction's changes to it
   ZstdCompressor zstd_;
+  std::unique_ptr<ZstdCompressor> helper_zstd_;  // Flush(2)'s second thread (made on first use)
   bool closed_ = false;
   std::atomic<bool> sealing_all_{false};  // set by Close() for its final flush
 

@@ -235,7 +235,8 @@ class FileImporter : public ParsedEventSink {
     for (auto& [category, n] : category_counts_) summary_.categories[category] += n;
     category_counts_.clear();
     if (summary_.events_stored > 0) run_.builder->NoteTime(summary_.start_ns, summary_.end_ns);
-    Status last = writer_->Flush().WithContext(path_);
+    // The last batch is encoded while nothing else runs: on two threads.
+    Status last = writer_->Flush(2).WithContext(path_);
     return flushed.ok() ? last : flushed;
   }
 
