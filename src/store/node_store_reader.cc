@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 #include <span>
+#include <system_error>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -546,7 +547,11 @@ Status NodeStoreReader::ForEachEventChunk(int64_t start_ns, int64_t end_ns, int6
     const bool more_next = fetch(next);
     std::future<void> decoding;
     if (more_next && next->count >= kThreadedDecodeEvents) {
-      decoding = std::async(std::launch::async, [next] { next->Decode(); });
+      try {
+        decoding = std::async(std::launch::async, [next] { next->Decode(); });
+      } catch (const std::system_error&) {
+        // No thread to be had: decoded on this one, below.
+      }
     }
     keep(*cur);
     if (more_next && !decoding.valid()) next->Decode();

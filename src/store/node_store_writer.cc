@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <future>
 #include <span>
+#include <system_error>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -498,16 +499,22 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
         const size_t half = ranges.size() / 2;
         if (!helper_zstd_) helper_zstd_ = std::make_unique<ZstdCompressor>(options_.zstd_level);
         std::vector<std::string> blobs(ranges.size());
-        auto helper = std::async(std::launch::async, [&] {
+        auto encode_first_half = [&] {
           std::string raw;
           for (size_t k = 0; k < half; ++k) {
             EncodeEventColumns(ev, order_of(ranges[k]), *helper_zstd_, &raw, &blobs[k]);
           }
-        });
+        };
+        std::future<void> helper;
+        try {
+          helper = std::async(std::launch::async, encode_first_half);
+        } catch (const std::system_error&) {
+          encode_first_half();  // no thread to be had: all of it here
+        }
         for (size_t k = half; k < ranges.size(); ++k) {
           EncodeEventColumns(ev, order_of(ranges[k]), zstd_, &raw_chunk_, &blobs[k]);
         }
-        helper.get();
+        if (helper.valid()) helper.get();
         for (size_t k = 0; k < ranges.size(); ++k) {
           TP_RETURN_IF_ERROR(insert(order_of(ranges[k]), blobs[k]));
         }

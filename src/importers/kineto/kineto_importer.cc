@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <unordered_map>
 
 #include "base/json_dump.h"
@@ -372,7 +373,12 @@ class FileImporter : public ParsedEventSink {
   // flight: the parser waits for the previous write first, so at most two batches are held.
   Status FlushInBackground() {
     TP_RETURN_IF_ERROR(WaitForFlush());
-    flushing_ = std::async(std::launch::async, writer_->CutBatch());
+    std::function<Status()> write = writer_->CutBatch();
+    try {
+      flushing_ = std::async(std::launch::async, write);
+    } catch (const std::system_error&) {
+      flushing_ = std::async(std::launch::deferred, write);  // no thread: written when waited for
+    }
     return OkStatus();
   }
 

@@ -1,10 +1,15 @@
 #include "importers/kineto/kineto_importer.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <system_error>
+#include <thread>
 
 #include "base/files.h"
 #include "importers/common/import_counters.h"
@@ -338,6 +343,69 @@ TEST(KinetoImporterTest, TwoThreadParseGivesTheSameStoreOnEveryTrace) {
     ExpectSameImports(w, trace);
   }
   EXPECT_GE(imported, 30) << "of " << traces.size();
+}
+
+// Where no thread can be started (a process or user at its limit: RLIMIT_NPROC, a container's
+// pids limit), an import that would use three (the reading thread, batches written on another,
+// the last one encoded on two) runs on its own thread, and reading the store back (whose
+// decoding of large chunks runs ahead on a second thread) works too: the same store as an
+// import with threads. Run in a child at RLIMIT_NPROC 1, as an unprivileged user when this is
+// root (root is exempt from the limit).
+TEST(KinetoImporterTest, WithNoThreadToBeHadTheImportRunsOnItsOwnThread) {
+  const std::string trace = SharedData(kHta + "trace_diff/control/control.json.gz");  // 35 MB
+  const std::string dir = TempDir();
+  const uid_t nobody = 65534;
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(dir.c_str(), nobody, nobody), 0);
+  }
+  const std::string alone = dir + "/alone", threaded = dir + "/threaded";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(nobody) != 0 || setuid(nobody) != 0)) _exit(10);
+    const rlimit one = {1, 1};
+    if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
+    try {
+      std::thread([] {}).join();
+      _exit(12);  // a thread could still be started: the test would prove nothing
+    } catch (const std::system_error&) {
+    }
+    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
+      KinetoImportOptions o;
+      o.traces = {trace};
+      o.out = alone;
+      o.parse_threads = 2;  // would read and tokenize on a second thread
+      auto r = ImportKineto(o);
+      if (!r.ok() || r->events_stored < 100'000) _exit(13);
+      auto reader = store::RunReader::Open(alone);
+      if (!reader.ok()) _exit(14);
+      auto events = (*reader)->Events(store::EventQuery{});
+      if (!events.ok() || static_cast<int64_t>(events->size()) != r->events_stored) _exit(15);
+    } catch (...) {
+      _exit(16);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0)
+      << "10/11: could not drop to an unprivileged user or set the limit; 12: a thread could "
+         "still be started; 13: the import failed; 14/15: reading it back failed; 16: an "
+         "exception (std::system_error: a thread that could not be started)";
+  KinetoImportOptions o;
+  o.traces = {trace};
+  o.out = threaded;
+  o.parse_threads = 2;
+  ASSERT_TRUE(ImportKineto(o).ok());
+  const std::string created = "1000000000000000000";
+  const std::map<std::string, std::string> a = StoreFiles(alone, created),
+                                           b = StoreFiles(threaded, created);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, bytes] : a) {
+    EXPECT_TRUE(b.count(name) && b.at(name) == bytes) << name;
+  }
 }
 
 // The two-thread parse on a generated trace of what the hand-over between the threads must
