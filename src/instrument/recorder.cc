@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -182,8 +183,23 @@ void EnsureFlusher() {
   // nothing would stop (a forked child of an active recorder is still active).
   if (!s.active.load(std::memory_order_acquire)) return;
   s.stop_flusher = false;
-  s.flusher = new std::thread(FlusherLoop);
-  s.refiller = new std::thread(RefillerLoop);
+  // Where no thread can be started (a user at RLIMIT_NPROC, a container's pids limit), the
+  // job goes on: without the flusher, records wait in their buffers (up to the bounds, then
+  // dropped and counted) and Stop writes them; without the keeper, threads take spare blocks
+  // and then allocate their own. Never an exception into the caller's thread.
+  try {
+    s.flusher = new std::thread(FlusherLoop);
+  } catch (const std::system_error& e) {
+    TP_LOG_ONCE(LogLevel::kWarning,
+                std::string("recorder: cannot start its flusher thread (") + e.what() +
+                    "): records are kept in memory up to their bounds and written at stop");
+  }
+  try {
+    s.refiller = new std::thread(RefillerLoop);
+  } catch (const std::system_error& e) {
+    TP_LOG_ONCE(LogLevel::kWarning, std::string("recorder: cannot start its pool keeper (") +
+                                        e.what() + "): threads allocate their own blocks");
+  }
   s.flusher_running.store(true, std::memory_order_release);
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -227,6 +228,60 @@ TEST(RecorderTest, FlusherMakesEventsDurableWithoutStop) {
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   EXPECT_EQ(ReadEvents(dir, {"user"}).size(), 1u);  // read while the writer is live
   ASSERT_TRUE(Stop().ok());
+}
+
+// A forked child (a DataLoader worker) whose process can start no thread (a user at
+// RLIMIT_NPROC, a container's pids limit) records on: its first event, which starts the
+// child's flusher and pool keeper, neither throws nor aborts; the records wait in memory and
+// its Stop writes them. (Before, std::system_error left the recording call: through a C
+// extension's frames, the end of the process.) At RLIMIT_NPROC 1, as `nobody` when this is
+// root (root is exempt from the limit), in a run directory handed to that user.
+TEST(RecorderTest, AForkedChildThatCannotStartAThreadRecordsOnAndWritesAtStop) {
+  const std::string dir = MakeTempDir("instr");
+  ASSERT_TRUE(Start(Options(dir)).ok());
+  RecordSpan("parent", "user", "", model::kMissing, NowNs(), 1);
+  ASSERT_TRUE(FlushNow().ok());  // the parent's store is open before the directory changes hands
+  const uid_t nobody = 65534;
+  if (geteuid() == 0) {
+    for (const std::string& d : {dir, dir + "/nodes", dir + "/nodes/n0"}) {
+      ASSERT_EQ(chown(d.c_str(), nobody, nobody), 0) << d;
+    }
+  }
+  constexpr int kChildSpans = 1000;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (geteuid() == 0 && (setgid(nobody) != 0 || setuid(nobody) != 0)) _exit(10);
+    const rlimit one = {1, 1};
+    if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
+    try {
+      std::thread([] {}).join();
+      _exit(12);  // a thread could still be started: the test would prove nothing
+    } catch (const std::system_error&) {
+    }
+    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
+      for (int i = 0; i < kChildSpans; ++i) {
+        RecordSpan("child", "user", "", model::kMissing, NowNs(), 1);
+      }
+      _exit(Stop().ok() ? 0 : 13);
+    } catch (...) {
+      _exit(16);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0)
+      << "10/11: could not drop to an unprivileged user or set the limit; 12: a thread could "
+         "still be started; 13: the child's Stop failed; 16: an exception left the recorder";
+  ASSERT_TRUE(Stop().ok());
+  auto events = ReadEvents(dir, {"user"});
+  int64_t from_child = 0, from_parent = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    (events.pid[i] == child ? from_child : from_parent) += 1;
+  }
+  EXPECT_EQ(from_child, kChildSpans);
+  EXPECT_EQ(from_parent, 1);
 }
 
 TEST(RecorderTest, ForkedChildWritesItsOwnStoreAndNeverTheParents) {

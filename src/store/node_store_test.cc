@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "base/files.h"
@@ -193,6 +195,56 @@ TEST(NodeStoreTest, TwoThreadFlushStoresTheSameEventsAsOne) {
   // A batch under twice the smallest half stays one chunk.
   write(dir + "/small/store.sqlite", 2, 2 * NodeStoreWriter::kMinSplitChunkEvents - 1);
   EXPECT_EQ(chunks(dir + "/small/store.sqlite"), 1);
+}
+
+// A writer with auto-flush (the agent's) where no thread can be started: Open succeeds without
+// its flush thread, and Flush and Close write everything. (Before, std::system_error left
+// Open.) In a child at RLIMIT_NPROC 1, as `nobody` when this is root.
+TEST(NodeStoreTest, AutoFlushWriterWithNoThreadToBeHadWritesAtFlushAndClose) {
+  const std::string dir = MakeTempDir();
+  const uid_t nobody = 65534;
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(dir.c_str(), nobody, nobody), 0);
+  }
+  const std::string path = dir + "/n/store.sqlite";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(nobody) != 0 || setuid(nobody) != 0)) _exit(10);
+    const rlimit one = {1, 1};
+    if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
+    try {
+      std::thread([] {}).join();
+      _exit(12);  // a thread could still be started: the test would prove nothing
+    } catch (const std::system_error&) {
+    }
+    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
+      WriterOptions opts;
+      opts.auto_flush_interval_ns = 1'000'000;
+      auto w = NodeStoreWriter::Open(path, TestNode(), opts);
+      if (!w.ok()) _exit(13);
+      SeriesId cpu = (*w)->Series("cpu_utilization_ratio", "total");
+      for (int i = 0; i < 100; ++i) (*w)->Append(cpu, kT0 + i, 0.5);
+      if (!(*w)->Flush().ok()) _exit(14);
+      for (int i = 100; i < 200; ++i) (*w)->Append(cpu, kT0 + i, 0.5);
+      if (!(*w)->Close().ok()) _exit(15);
+    } catch (...) {
+      _exit(16);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0)
+      << "10/11: could not drop to an unprivileged user or set the limit; 12: a thread could "
+         "still be started; 13-15: open, flush or close failed; 16: an exception";
+  auto r = NodeStoreReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  MetricTable t;
+  ReadProblems problems;
+  ASSERT_TRUE((*r)->ReadMetrics({}, &t, &problems).ok());
+  EXPECT_EQ(t.size(), 200u);
 }
 
 TEST(NodeStoreTest, ReopenAppendsToExistingStore) {

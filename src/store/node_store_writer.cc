@@ -82,7 +82,13 @@ StatusOr<std::unique_ptr<NodeStoreWriter>> NodeStoreWriter::Open(const std::stri
   std::unique_ptr<NodeStoreWriter> writer(new NodeStoreWriter(std::move(db), path, options));
   TP_RETURN_IF_ERROR(writer->Initialize(node));
   if (options.auto_flush_interval_ns > 0) {
-    writer->flusher_ = std::thread([w = writer.get()] { w->AutoFlushLoop(); });
+    try {
+      writer->flusher_ = std::thread([w = writer.get()] { w->AutoFlushLoop(); });
+    } catch (const std::system_error& e) {
+      // No thread to be had: the caller's Flush and Close write it all the same.
+      TP_LOG_ONCE(LogLevel::kWarning, path + ": cannot start the store's flush thread (" +
+                                          e.what() + "): writes wait for the next flush");
+    }
   }
   return writer;
 }
