@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -58,7 +59,10 @@ struct State {
   std::atomic<int64_t> flushes{0};
   std::atomic<int64_t> flush_cpu_ns{0};  // CPU time spent draining and writing, all flushes
   int64_t carried_dropped = 0;  // drops not yet stored (the store failed to open); flush_mu
-  std::atomic<bool> flusher_running{false};
+  std::atomic<bool> flusher_running{false};  // the flusher and the pool keeper both run
+  std::atomic<bool> keeper_running{false};   // the pool keeper runs
+  // With a thread missing (none could be started), the next attempt (flusher_mu).
+  std::chrono::steady_clock::time_point threads_retry_at{};
   std::atomic<int64_t> pid{0};
   RecorderOptions options;
   std::string node;  // sanitized later by the store
@@ -172,8 +176,15 @@ inline ThreadBuffer* LocalBuffer() {
 void FlusherLoop();
 void RefillerLoop();
 
-// Starts the flusher if this process has none (the first Start, or a forked child's first
-// event). Cheap when it is running.
+// Starts the flusher and the pool keeper if this process lacks them (the first Start, or a
+// forked child's first event). Cheap when both run.
+//
+// Where no thread can be started (a user at RLIMIT_NPROC, a container's pids limit), the job
+// goes on, and no exception ever reaches the caller's thread: without the flusher, records
+// wait in their buffers (within their bounds; past them dropped and counted) until Stop writes
+// them; without the keeper, the flusher refills the pools after each drain and threads take
+// spare blocks, then allocate their own. The missing thread is tried again at most once per
+// flush interval, from a recording thread's next block or the flusher's next drain.
 void EnsureFlusher() {
   State& s = S();
   if (s.flusher_running.load(std::memory_order_acquire)) return;
@@ -182,25 +193,31 @@ void EnsureFlusher() {
   // Not after Stop: a thread's first event racing with Stop must not start a flusher that
   // nothing would stop (a forked child of an active recorder is still active).
   if (!s.active.load(std::memory_order_acquire)) return;
-  s.stop_flusher = false;
-  // Where no thread can be started (a user at RLIMIT_NPROC, a container's pids limit), the
-  // job goes on: without the flusher, records wait in their buffers (up to the bounds, then
-  // dropped and counted) and Stop writes them; without the keeper, threads take spare blocks
-  // and then allocate their own. Never an exception into the caller's thread.
-  try {
-    s.flusher = new std::thread(FlusherLoop);
-  } catch (const std::system_error& e) {
-    TP_LOG_ONCE(LogLevel::kWarning,
-                std::string("recorder: cannot start its flusher thread (") + e.what() +
-                    "): records are kept in memory up to their bounds and written at stop");
+  const auto now = std::chrono::steady_clock::now();
+  if (now < s.threads_retry_at) return;
+  if (s.flusher == nullptr && s.refiller == nullptr) s.stop_flusher = false;
+  if (s.flusher == nullptr) {
+    try {
+      s.flusher = new std::thread(FlusherLoop);
+    } catch (const std::system_error& e) {
+      TP_LOG_ONCE(LogLevel::kWarning,
+                  std::string("recorder: cannot start its flusher thread (") + e.what() +
+                      "): records are kept in memory within their bounds and written at stop");
+    }
   }
-  try {
-    s.refiller = new std::thread(RefillerLoop);
-  } catch (const std::system_error& e) {
-    TP_LOG_ONCE(LogLevel::kWarning, std::string("recorder: cannot start its pool keeper (") +
-                                        e.what() + "): threads allocate their own blocks");
+  if (s.refiller == nullptr) {
+    try {
+      s.refiller = new std::thread(RefillerLoop);
+      s.keeper_running.store(true, std::memory_order_release);
+    } catch (const std::system_error& e) {
+      TP_LOG_ONCE(LogLevel::kWarning,
+                  std::string("recorder: cannot start its pool keeper (") + e.what() +
+                      "): pools are refilled after each drain, and threads allocate blocks");
+    }
   }
-  s.flusher_running.store(true, std::memory_order_release);
+  const bool both = s.flusher != nullptr && s.refiller != nullptr;
+  if (!both) s.threads_retry_at = now + std::chrono::nanoseconds(s.options.flush_interval_ns);
+  s.flusher_running.store(both, std::memory_order_release);
 }
 
 // Bulk mode (SetBulkWrites): this thread allocates a block when its pool is empty.
@@ -271,6 +288,9 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
     return;
   }
   if (b->tail_pos + need > b->tail->capacity) {
+    // A thread could not be started so far: try again (at most once per flush interval).
+    if (!s.flusher_running.load(std::memory_order_relaxed)) [[unlikely]]
+      EnsureFlusher();
     Block* next = recorder_blocks::TakeBlock(b, need, t_bulk, s.spares);
     if (next == nullptr) {
       Drop(b);
@@ -496,6 +516,14 @@ void FlusherLoop() {
       Status st = DrainLocked(false);
       if (!st.ok()) TP_LOG_ONCE(LogLevel::kWarning, "recorder flush failed: " + st.message());
     }
+    if (!s.keeper_running.load(std::memory_order_acquire)) {
+      // No keeper (no thread to be had): the drained blocks go back into the pools from here.
+      {
+        std::lock_guard<std::mutex> pool_lock(s.pool_mu);
+        NoteRefill(RefillLocked());
+      }
+      EnsureFlusher();
+    }
     lock.lock();
   }
 }
@@ -526,7 +554,11 @@ void StopFlusher() {
   std::thread* threads[2] = {nullptr, nullptr};
   {
     std::lock_guard<std::mutex> lock(s.flusher_mu);
-    if (!s.flusher_running.load()) return;
+    s.threads_retry_at = {};
+    if (s.flusher == nullptr && s.refiller == nullptr) {
+      s.flusher_running.store(false);
+      return;
+    }
     s.stop_flusher = true;
     threads[0] = s.flusher;
     threads[1] = s.refiller;
@@ -540,6 +572,7 @@ void StopFlusher() {
     delete t;
   }
   s.flusher_running.store(false);
+  s.keeper_running.store(false);
 }
 
 // fork(): the prepare handler takes the locks a child could otherwise inherit held by a thread
@@ -572,6 +605,8 @@ void AtForkChild() {
   s.flusher = nullptr;       // the parent's threads do not exist here
   s.refiller = nullptr;
   s.flusher_running.store(false);
+  s.keeper_running.store(false);
+  s.threads_retry_at = {};
   s.stop_flusher = false;
   for (auto& slot : s.ready) slot.store(nullptr);  // they were in `buffers`
   s.buffers_taken.store(0);

@@ -1,3 +1,4 @@
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -210,7 +211,10 @@ TEST(NodeStoreTest, AutoFlushWriterWithNoThreadToBeHadWritesAtFlushAndClose) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    if (geteuid() == 0 && (setgid(nobody) != 0 || setuid(nobody) != 0)) _exit(10);
+    if (geteuid() == 0 &&
+        (setgroups(0, nullptr) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0)) {
+      _exit(10);
+    }
     const rlimit one = {1, 1};
     if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
     try {

@@ -87,7 +87,9 @@ StatusOr<std::unique_ptr<NodeStoreWriter>> NodeStoreWriter::Open(const std::stri
     } catch (const std::system_error& e) {
       // No thread to be had: the caller's Flush and Close write it all the same.
       TP_LOG_ONCE(LogLevel::kWarning, path + ": cannot start the store's flush thread (" +
-                                          e.what() + "): writes wait for the next flush");
+                                          e.what() +
+                                          "): appends wait for an explicit flush or "
+                                          "the close, within their bounds");
     }
   }
   return writer;

@@ -1,5 +1,6 @@
 #include "importers/kineto/kineto_importer.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -362,7 +363,10 @@ TEST(KinetoImporterTest, WithNoThreadToBeHadTheImportRunsOnItsOwnThread) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    if (geteuid() == 0 && (setgid(nobody) != 0 || setuid(nobody) != 0)) _exit(10);
+    if (geteuid() == 0 &&
+        (setgroups(0, nullptr) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0)) {
+      _exit(10);
+    }
     const rlimit one = {1, 1};
     if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
     try {
