@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <system_error>
 #include <vector>
 
 #include "base/files.h"
@@ -78,7 +79,11 @@ StatusOr<std::unique_ptr<ConnectionLoop>> ConnectionLoop::Start(int listen_fd,
   }
   std::unique_ptr<ConnectionLoop> loop(
       new ConnectionLoop(listen_fd, pipe_fds[0], pipe_fds[1], limits, std::move(hooks)));
-  loop->thread_ = std::thread([l = loop.get()] { l->Run(); });
+  try {
+    loop->thread_ = std::thread([l = loop.get()] { l->Run(); });
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("cannot start the connection thread: ") + e.what());
+  }
   return loop;
 }
 

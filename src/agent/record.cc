@@ -12,6 +12,7 @@
 #include <iomanip>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "agent/child_process.h"
@@ -259,15 +260,20 @@ StatusOr<int> RunRecord(const RecordOptions& options, std::ostream& out) {
     ctx.child = child.pid;
     ctx.store_finding = [s = session.get()](model::Finding f) { s->AddFinding(std::move(f)); };
     ctx.out = options.quiet ? nullptr : &out;
-    live = std::thread([&, ctx] {
-      std::unique_lock<std::mutex> lock(live_mu);
-      while (!live_cv.wait_for(lock, std::chrono::nanoseconds(options.live_period_ns),
-                               [&] { return live_stop; })) {
-        lock.unlock();
-        options.live_poll(ctx);
-        lock.lock();
-      }
-    });
+    try {
+      live = std::thread([&, ctx] {
+        std::unique_lock<std::mutex> lock(live_mu);
+        while (!live_cv.wait_for(lock, std::chrono::nanoseconds(options.live_period_ns),
+                                 [&] { return live_stop; })) {
+          lock.unlock();
+          options.live_poll(ctx);
+          lock.lock();
+        }
+      });
+    } catch (const std::system_error& e) {
+      // The command already runs: live rules are off, the recording goes on.
+      TP_LOG_WARNING(std::string("live rules are off: cannot start their thread: ") + e.what());
+    }
   }
   auto stop_live = [&] {
     if (!live.joinable()) return;

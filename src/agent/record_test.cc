@@ -1,8 +1,12 @@
 #include "agent/record.h"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <sstream>
 
@@ -163,6 +167,54 @@ TEST(RecordTest, BadOptionsStartNothing) {
   EXPECT_FALSE(RunRecord(o, out).ok());
   EXPECT_FALSE(PathExists(dir + "/ran"));
   EXPECT_FALSE(PathExists(dir + "/run"));
+}
+
+// `record` where its threads cannot all be started (its user at RLIMIT_NPROC, a container's pids
+// limit): the command still runs, and its exit status is what record returns and run.json
+// keeps. The limit (root only: the child runs as a uid of its own, so the count is exact) lets
+// record's process, its store writer's and control channel's threads and the command start,
+// and no more: the sampling thread, the first started after the command, cannot. (Before,
+// std::system_error ended record while the command ran: its exit status was lost.)
+TEST(RecordTest, WithNoThreadForSamplingTheCommandRunsAndItsExitStatusIsKept) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "needs root, to run the child as a uid of its own";
+  }
+  const std::string dir = testing::TempDir();
+  const uid_t child_uid = 61005;  // no other test runs as it: RLIMIT_NPROC counts its processes
+  ASSERT_EQ(chown(dir.c_str(), child_uid, child_uid), 0);
+  const std::string err_path = dir + "/stderr";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (err < 0 || dup2(err, 2) < 0) _exit(10);
+    if (setgroups(0, nullptr) != 0 || setgid(child_uid) != 0 || setuid(child_uid) != 0) _exit(10);
+    const rlimit four = {4, 4};  // record, its writer's and control channel's threads, the command
+    if (setrlimit(RLIMIT_NPROC, &four) != 0) _exit(11);
+    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
+      RecordOptions o = Options(dir, {"perl", "-e", "select(undef, undef, undef, 0.5); exit 7"});
+      std::ostringstream out;
+      auto code = RunRecord(o, out);
+      if (!code.ok()) _exit(13);
+      if (*code != 7) _exit(14);
+      auto meta = store::ReadRunMetadata(o.out);
+      if (!meta.ok() || meta->exit_status != 7) _exit(15);
+    } catch (...) {
+      _exit(16);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  auto err = ReadFileToString(err_path);
+  ASSERT_TRUE(WIFEXITED(status)) << status << (err.ok() ? *err : "");
+  ASSERT_EQ(WEXITSTATUS(status), 0)
+      << "10/11: could not drop to the uid or set the limit; 13: record failed; 14: not the "
+         "command's exit status; 15: run.json does not hold it; 16: an exception\n"
+      << (err.ok() ? *err : "");
+  // Not vacuous: the sampling thread was the one refused.
+  ASSERT_TRUE(err.ok());
+  EXPECT_NE(err->find("cannot start the sampling thread"), std::string::npos) << *err;
 }
 
 pid_t SpawnSleep(const char* seconds) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -113,27 +114,31 @@ Status RecordingSession::StartSampling(const std::vector<int>& root_pids) {
     TP_ASSIGN_OR_RETURN(prometheus_,
                         PrometheusServer::Start(*options_.prometheus, &latest_, node_,
                                                 options_.prometheus_names, &step_metrics_));
-    step_thread_ = std::thread([this] {
-      StepWatcher watcher(options_.run_dir, node_.node, &step_metrics_);
-      std::unique_lock<std::mutex> lock(step_mu_);
-      while (!step_stop_) {
-        step_cv_.wait_for(lock, std::chrono::nanoseconds(options_.step_poll_ns),
-                          [this] { return step_stop_; });
-        if (step_stop_) break;
-        lock.unlock();
-        Status polled = watcher.Poll();
-        if (!polled.ok())
-          TP_LOG_ONCE(LogLevel::kWarning, "steps for /metrics: " + polled.message());
-        lock.lock();
-      }
-    });
+    try {
+      step_thread_ = std::thread([this] {
+        StepWatcher watcher(options_.run_dir, node_.node, &step_metrics_);
+        std::unique_lock<std::mutex> lock(step_mu_);
+        while (!step_stop_) {
+          step_cv_.wait_for(lock, std::chrono::nanoseconds(options_.step_poll_ns),
+                            [this] { return step_stop_; });
+          if (step_stop_) break;
+          lock.unlock();
+          Status polled = watcher.Poll();
+          if (!polled.ok())
+            TP_LOG_ONCE(LogLevel::kWarning, "steps for /metrics: " + polled.message());
+          lock.lock();
+        }
+      });
+    } catch (const std::system_error& e) {
+      TP_LOG_WARNING(std::string("steps for /metrics are off: cannot start their thread: ") +
+                     e.what());
+    }
   }
   SamplingOptions so;
   so.interval_ns = options_.interval_ns;
   loop_ =
       std::make_unique<SamplingLoop>(std::move(collectors), writer_.get(), &latest_, &summary_, so);
-  loop_->Start();
-  return OkStatus();
+  return loop_->Start();
 }
 
 void RecordingSession::NoteInstrumentedSteps() {

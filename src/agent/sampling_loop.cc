@@ -4,6 +4,7 @@
 #include <cmath>
 #include <exception>
 #include <set>
+#include <system_error>
 
 #include "base/logging.h"
 #include "base/time.h"
@@ -118,9 +119,14 @@ SamplingLoop::SamplingLoop(std::vector<std::unique_ptr<collect::Collector>> coll
 
 SamplingLoop::~SamplingLoop() { Stop(); }
 
-void SamplingLoop::Start() {
+Status SamplingLoop::Start() {
   TP_CHECK(!thread_.joinable());
-  thread_ = std::thread([this] { Loop(); });
+  try {
+    thread_ = std::thread([this] { Loop(); });
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("cannot start the sampling thread: ") + e.what());
+  }
+  return OkStatus();
 }
 
 void SamplingLoop::Stop() {

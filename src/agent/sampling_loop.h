@@ -60,7 +60,9 @@ class SamplingLoop {
   SamplingLoop(const SamplingLoop&) = delete;
   SamplingLoop& operator=(const SamplingLoop&) = delete;
 
-  void Start();
+  // Starts the sampling thread; Unavailable when no thread can be started (the caller goes
+  // on without sampling).
+  Status Start();
   // Wakes the thread, lets the current tick finish and joins. Idempotent.
   void Stop();
 

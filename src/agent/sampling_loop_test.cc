@@ -81,7 +81,7 @@ TEST(SamplingLoopTest, KeepsAFixedScheduleWithoutDrift) {
   options.interval_ns = 100 * kNanosPerMilli;
   SamplingLoop loop(std::move(collectors), f.writer.get(), nullptr, nullptr, options);
   int64_t start = MonotonicNowNs();
-  loop.Start();
+  ASSERT_TRUE(loop.Start().ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(1050));
   loop.Stop();
   double elapsed_s = static_cast<double>(MonotonicNowNs() - start) / 1e9;
@@ -107,7 +107,7 @@ TEST(SamplingLoopTest, CountsOverrunsInsteadOfSkippingSilently) {
   SamplingOptions options;
   options.interval_ns = 100 * kNanosPerMilli;
   SamplingLoop loop(std::move(collectors), f.writer.get(), nullptr, nullptr, options);
-  loop.Start();
+  ASSERT_TRUE(loop.Start().ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   loop.Stop();
   SamplingStats stats = loop.stats();

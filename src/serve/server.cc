@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <system_error>
 
 #include "base/json_dump.h"
 #include "base/logging.h"
@@ -169,7 +170,11 @@ StatusOr<std::unique_ptr<Server>> Server::Start(ServeOptions options) {
   }
   s->port_ = port;
   Server* self = s.get();
-  s->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+  try {
+    s->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("cannot start the server's thread: ") + e.what());
+  }
   return s;
 }
 

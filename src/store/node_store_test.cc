@@ -200,19 +200,20 @@ TEST(NodeStoreTest, TwoThreadFlushStoresTheSameEventsAsOne) {
 
 // A writer with auto-flush (the agent's) where no thread can be started: Open succeeds without
 // its flush thread, and Flush and Close write everything. (Before, std::system_error left
-// Open.) In a child at RLIMIT_NPROC 1, as `nobody` when this is root.
+// Open.) In a child at RLIMIT_NPROC 1, as an unprivileged uid when this is root.
 TEST(NodeStoreTest, AutoFlushWriterWithNoThreadToBeHadWritesAtFlushAndClose) {
   const std::string dir = MakeTempDir();
-  const uid_t nobody = 65534;
+  // A uid of its own (no other test runs as it): RLIMIT_NPROC counts its processes.
+  const uid_t child_uid = 61003;
   if (geteuid() == 0) {
-    ASSERT_EQ(chown(dir.c_str(), nobody, nobody), 0);
+    ASSERT_EQ(chown(dir.c_str(), child_uid, child_uid), 0);
   }
   const std::string path = dir + "/n/store.sqlite";
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     if (geteuid() == 0 &&
-        (setgroups(0, nullptr) != 0 || setgid(nobody) != 0 || setuid(nobody) != 0)) {
+        (setgroups(0, nullptr) != 0 || setgid(child_uid) != 0 || setuid(child_uid) != 0)) {
       _exit(10);
     }
     const rlimit one = {1, 1};

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "base/logging.h"
@@ -430,7 +431,12 @@ NvmlCollector::NvmlCollector(std::shared_ptr<Shared> shared, std::thread worker,
 StatusOr<std::unique_ptr<NvmlCollector>> NvmlCollector::Create(const Options& options) {
   auto shared = std::make_shared<Shared>();
   shared->library = options.library;
-  std::thread worker(WorkerMain, shared);
+  std::thread worker;
+  try {
+    worker = std::thread(WorkerMain, shared);
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("NVML: cannot start the thread that calls it: ") + e.what());
+  }
   std::unique_lock lock(shared->mu);
   shared->busy = true;
   shared->job = Job::kInit;
