@@ -37,7 +37,10 @@ class ChromeSink : public TraceSink {
       Problem(dq::kRelativeTimestamps);
       base_ns_ = 0;
     }
-    ts += *base_ns_;
+    if (!json::OffsetTimestampNs(ts, *base_ns_, &ts)) {
+      Problem(dq::kAbsurdTimestamps);
+      return OkStatus();
+    }
     switch (e.ph) {
       case 'X': {
         int64_t dur;

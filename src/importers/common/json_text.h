@@ -60,6 +60,18 @@ bool ParseLooseInt64(std::string_view text, int64_t* out);
 // False for non-numbers and overflow.
 bool ParseMicrosToNs(std::string_view text, int64_t* ns);
 
+// A trace's timestamp plus its file's base, in epoch nanoseconds. False when the sum leaves
+// +-kMaxAbsTimestampNs (about the year 2116 either side of 1970): then an event's end (a
+// duration of at most 30 days added) and the difference of any two such times fit an int64.
+inline constexpr int64_t kMaxAbsTimestampNs = INT64_MAX / 2;
+inline bool OffsetTimestampNs(int64_t ts_ns, int64_t base_ns, int64_t* out) {
+  int64_t sum;
+  if (__builtin_add_overflow(ts_ns, base_ns, &sum)) return false;
+  if (sum > kMaxAbsTimestampNs || sum < -kMaxAbsTimestampNs) return false;
+  *out = sum;
+  return true;
+}
+
 // Decimal text times 10^digits as an integer, exactly (digits <= 9): seconds with digits 9
 // give nanoseconds. Beyond `digits` decimals it rounds half away from zero.
 bool ParseScaledDecimal(std::string_view text, int digits, int64_t* out);

@@ -33,6 +33,30 @@ TEST(HorovodImporterTest, RawTimelinePairsBeginEnd) {
   }
 }
 
+// Found by fuzz_horovod_import (UBSan: signed overflow): a timestamp that, with the base, leaves
+// the int64 range of nanoseconds is counted as import_absurd_timestamps and skipped.
+TEST(HorovodImporterTest, TimestampsBeyondTheRangeAreCountedNotOverflowed) {
+  const std::string dir = testing::TempDir();
+  testing::WriteFile(dir + "/timeline.json", R"([
+{"ph": "X", "name": "ok", "ts": 100, "pid": 13, "dur": 5},
+{"ph": "X", "name": "wraps", "ts": 7757677575718047, "pid": 13, "dur": 5},
+{"ph": "B", "name": "NEGOTIATE", "ts": 200, "pid": 13},
+{"ph": "E", "ts": 300, "pid": 13}
+])");
+  HorovodImportOptions o;
+  o.timelines = {dir + "/timeline.json"};
+  o.out = dir + "/run";
+  o.base_time_ns = 1'600'000'000'000'000'000;
+  auto r = ImportHorovod(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spans, 2);  // "ok" and the B/E pair
+  auto reader = store::RunReader::Open(o.out);
+  ASSERT_TRUE(reader.ok());
+  auto counters = (*reader)->Counters();
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ((*counters)[dq::kAbsurdTimestamps], 1);
+}
+
 TEST(HorovodImporterTest, MissingFileIsAClearError) {
   HorovodImportOptions o;
   o.timelines = {"/nonexistent/timeline.json"};

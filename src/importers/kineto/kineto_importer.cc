@@ -306,7 +306,10 @@ class FileImporter : public ParsedEventSink {
       if (!status->ok()) return false;
     }
     summary_.base_time_ns = base_ns_;
-    *ns = t + base_ns_;
+    if (!json::OffsetTimestampNs(t, base_ns_, ns)) {
+      Problem(dq::kAbsurdTimestamps);
+      return false;
+    }
     return true;
   }
 
