@@ -1,7 +1,6 @@
 #include "agent/record.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -14,6 +13,7 @@
 #include "agent/mark.h"
 #include "agent/node_agent.h"
 #include "base/files.h"
+#include "base/test_child.h"
 #include "base/time.h"
 #include "store/run_directory.h"
 
@@ -180,38 +180,25 @@ TEST(RecordTest, WithNoThreadForSamplingTheCommandRunsAndItsExitStatusIsKept) {
     GTEST_SKIP() << "needs root, to run the child as a uid of its own";
   }
   const std::string dir = testing::TempDir();
-  const uid_t child_uid = 61005;  // no other test runs as it: RLIMIT_NPROC counts its processes
-  ASSERT_EQ(chown(dir.c_str(), child_uid, child_uid), 0);
+  // Record, its writer's and control channel's threads, the command; checked below instead.
+  const test_child::AtProcessLimit at = {.uid = 61005, .limit = 4, .threads_ok = -1};
+  ASSERT_EQ(chown(dir.c_str(), at.uid, at.uid), 0);
   const std::string err_path = dir + "/stderr";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  const int code = test_child::RunAtProcessLimit(at, [&] {
     const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (err < 0 || dup2(err, 2) < 0) _exit(10);
-    if (setgroups(0, nullptr) != 0 || setgid(child_uid) != 0 || setuid(child_uid) != 0) _exit(10);
-    const rlimit four = {4, 4};  // record, its writer's and control channel's threads, the command
-    if (setrlimit(RLIMIT_NPROC, &four) != 0) _exit(11);
-    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
-      RecordOptions o = Options(dir, {"perl", "-e", "select(undef, undef, undef, 0.5); exit 7"});
-      std::ostringstream out;
-      auto code = RunRecord(o, out);
-      if (!code.ok()) _exit(13);
-      if (*code != 7) _exit(14);
-      auto meta = store::ReadRunMetadata(o.out);
-      if (!meta.ok() || meta->exit_status != 7) _exit(15);
-    } catch (...) {
-      _exit(16);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (err < 0 || dup2(err, 2) < 0) return 13;
+    RecordOptions o = Options(dir, {"perl", "-e", "select(undef, undef, undef, 0.5); exit 7"});
+    std::ostringstream out;
+    auto record = RunRecord(o, out);
+    if (!record.ok() || *record != 7) return 14;
+    auto meta = store::ReadRunMetadata(o.out);
+    return meta.ok() && meta->exit_status == 7 ? 0 : 15;
+  });
   auto err = ReadFileToString(err_path);
-  ASSERT_TRUE(WIFEXITED(status)) << status << (err.ok() ? *err : "");
-  ASSERT_EQ(WEXITSTATUS(status), 0)
-      << "10/11: could not drop to the uid or set the limit; 13: record failed; 14: not the "
-         "command's exit status; 15: run.json does not hold it; 16: an exception\n"
-      << (err.ok() ? *err : "");
+  ASSERT_EQ(code, 0) << test_child::Meaning(code)
+                     << " (14: record failed or not the command's exit status; 15: run.json "
+                        "does not hold it)\n"
+                     << (err.ok() ? *err : "");
   // Not vacuous: the sampling thread was the one refused.
   ASSERT_TRUE(err.ok());
   EXPECT_NE(err->find("cannot start the sampling thread"), std::string::npos) << *err;

@@ -1,6 +1,5 @@
 #include "instrument/recorder.h"
 
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "base/files.h"
+#include "base/test_child.h"
 #include "instrument/recorder_blocks.h"
 #include "model/data_quality.h"
 #include "store/run_directory.h"
@@ -242,48 +242,25 @@ TEST(RecorderTest, AForkedChildThatCannotStartAThreadRecordsOnAndWritesAtStop) {
   ASSERT_TRUE(Start(Options(dir)).ok());
   RecordSpan("parent", "user", "", model::kMissing, NowNs(), 1);
   ASSERT_TRUE(FlushNow().ok());  // the parent's store is open before the directory changes hands
-  // A uid of its own (no other test runs as it): RLIMIT_NPROC counts its processes.
-  const uid_t child_uid = 61001;
+  const test_child::AtProcessLimit at = {.uid = 61001, .limit = 1, .threads_ok = 0};
   if (geteuid() == 0) {
     for (const std::string& d : {dir, dir + "/nodes", dir + "/nodes/n0"}) {
-      ASSERT_EQ(chown(d.c_str(), child_uid, child_uid), 0) << d;
+      ASSERT_EQ(chown(d.c_str(), at.uid, at.uid), 0) << d;
     }
   }
   constexpr int kChildSpans = 1000;
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (geteuid() == 0 &&
-        (setgroups(0, nullptr) != 0 || setgid(child_uid) != 0 || setuid(child_uid) != 0)) {
-      _exit(10);
+  const int code = test_child::RunAtProcessLimit(at, [&] {
+    for (int i = 0; i < kChildSpans; ++i) {
+      RecordSpan("child", "user", "", model::kMissing, NowNs(), 1);
     }
-    const rlimit one = {1, 1};
-    if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
-    try {
-      std::thread([] {}).join();
-      _exit(12);  // a thread could still be started: the test would prove nothing
-    } catch (const std::system_error&) {
-    }
-    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
-      for (int i = 0; i < kChildSpans; ++i) {
-        RecordSpan("child", "user", "", model::kMissing, NowNs(), 1);
-      }
-      _exit(Stop().ok() ? 0 : 13);
-    } catch (...) {
-      _exit(16);
-    }
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  ASSERT_EQ(WEXITSTATUS(status), 0)
-      << "10/11: could not drop to an unprivileged user or set the limit; 12: a thread could "
-         "still be started; 13: the child's Stop failed; 16: an exception left the recorder";
+    return Stop().ok() ? 0 : 13;
+  });
+  ASSERT_EQ(code, 0) << test_child::Meaning(code) << " (13: the child's Stop failed)";
   ASSERT_TRUE(Stop().ok());
   auto events = ReadEvents(dir, {"user"});
   int64_t from_child = 0, from_parent = 0;
   for (size_t i = 0; i < events.size(); ++i) {
-    (events.pid[i] == child ? from_child : from_parent) += 1;
+    (events.pid[i] == getpid() ? from_parent : from_child) += 1;
   }
   EXPECT_EQ(from_child, kChildSpans);
   EXPECT_EQ(from_parent, 1);
@@ -305,62 +282,29 @@ TEST(RecorderTest, AForkedChildWithAFlusherButNoKeeperLosesNothing) {
   o.flush_interval_ns = 20'000'000;
   ASSERT_TRUE(Start(o).ok());
   ASSERT_TRUE(FlushNow().ok());  // the parent's store is open before the directory changes hands
-  // A uid of its own (no other test runs as it): RLIMIT_NPROC counts its processes.
-  const uid_t child_uid = 61002;
-  if (geteuid() == 0) {
-    for (const std::string& d : {dir, dir + "/nodes", dir + "/nodes/n0"}) {
-      ASSERT_EQ(chown(d.c_str(), child_uid, child_uid), 0) << d;
-    }
+  // This process and one thread.
+  const test_child::AtProcessLimit at = {.uid = 61002, .limit = 2, .threads_ok = 1};
+  for (const std::string& d : {dir, dir + "/nodes", dir + "/nodes/n0"}) {
+    ASSERT_EQ(chown(d.c_str(), at.uid, at.uid), 0) << d;
   }
   constexpr int kRounds = 16, kPerRound = 100'000;
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    if (geteuid() == 0 &&
-        (setgroups(0, nullptr) != 0 || setgid(child_uid) != 0 || setuid(child_uid) != 0)) {
-      _exit(10);
-    }
-    const rlimit two = {2, 2};  // this process and one thread
-    if (setrlimit(RLIMIT_NPROC, &two) != 0) _exit(11);
-    try {
-      std::thread one([] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
-      bool second = true;
-      try {
-        std::thread([] {}).join();
-      } catch (const std::system_error&) {
-        second = false;
+  const int code = test_child::RunAtProcessLimit(at, [&] {
+    for (int round = 0; round < kRounds; ++round) {
+      for (int i = 0; i < kPerRound; ++i) {
+        RecordSpan("child", "user", "", round, NowNs(), 1);
       }
-      one.join();
-      if (second) _exit(12);  // two threads could be started: the test would prove nothing
-    } catch (const std::system_error&) {
-      _exit(12);  // not even one
-    }
-    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
-      for (int round = 0; round < kRounds; ++round) {
-        for (int i = 0; i < kPerRound; ++i) {
-          RecordSpan("child", "user", "", round, NowNs(), 1);
-        }
-        const int64_t want = static_cast<int64_t>(round + 1) * kPerRound;
-        for (int wait = 0; wait < 500 && Stats().written_events < want; ++wait) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
+      const int64_t want = static_cast<int64_t>(round + 1) * kPerRound;
+      for (int wait = 0; wait < 500 && Stats().written_events < want; ++wait) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
-      if (!Stop().ok()) _exit(13);
-      const RecorderStats stats = Stats();
-      if (stats.dropped_events != 0) _exit(14);
-      if (stats.written_events != int64_t{kRounds} * kPerRound) _exit(15);
-    } catch (...) {
-      _exit(16);
     }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10/11: could not drop to an unprivileged user or set the limit; 12: not exactly one "
-         "more thread could be started; 13: Stop failed; 14: records were dropped; 15: not "
-         "all written; 16: an exception left the recorder";
+    if (!Stop().ok()) return 13;
+    const RecorderStats stats = Stats();
+    if (stats.dropped_events != 0) return 14;
+    return stats.written_events == int64_t{kRounds} * kPerRound ? 0 : 15;
+  });
+  EXPECT_EQ(code, 0) << test_child::Meaning(code)
+                     << " (13: Stop failed; 14: records were dropped; 15: not all written)";
   ASSERT_TRUE(Stop().ok());
 }
 

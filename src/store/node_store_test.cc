@@ -1,4 +1,3 @@
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "base/files.h"
+#include "base/test_child.h"
 #include "base/time.h"
 #include "store/node_store_reader.h"
 #include "store/node_store_writer.h"
@@ -203,47 +203,23 @@ TEST(NodeStoreTest, TwoThreadFlushStoresTheSameEventsAsOne) {
 // Open.) In a child at RLIMIT_NPROC 1, as an unprivileged uid when this is root.
 TEST(NodeStoreTest, AutoFlushWriterWithNoThreadToBeHadWritesAtFlushAndClose) {
   const std::string dir = MakeTempDir();
-  // A uid of its own (no other test runs as it): RLIMIT_NPROC counts its processes.
-  const uid_t child_uid = 61003;
+  const test_child::AtProcessLimit at = {.uid = 61003, .limit = 1, .threads_ok = 0};
   if (geteuid() == 0) {
-    ASSERT_EQ(chown(dir.c_str(), child_uid, child_uid), 0);
+    ASSERT_EQ(chown(dir.c_str(), at.uid, at.uid), 0);
   }
   const std::string path = dir + "/n/store.sqlite";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (geteuid() == 0 &&
-        (setgroups(0, nullptr) != 0 || setgid(child_uid) != 0 || setuid(child_uid) != 0)) {
-      _exit(10);
-    }
-    const rlimit one = {1, 1};
-    if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
-    try {
-      std::thread([] {}).join();
-      _exit(12);  // a thread could still be started: the test would prove nothing
-    } catch (const std::system_error&) {
-    }
-    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
-      WriterOptions opts;
-      opts.auto_flush_interval_ns = 1'000'000;
-      auto w = NodeStoreWriter::Open(path, TestNode(), opts);
-      if (!w.ok()) _exit(13);
-      SeriesId cpu = (*w)->Series("cpu_utilization_ratio", "total");
-      for (int i = 0; i < 100; ++i) (*w)->Append(cpu, kT0 + i, 0.5);
-      if (!(*w)->Flush().ok()) _exit(14);
-      for (int i = 100; i < 200; ++i) (*w)->Append(cpu, kT0 + i, 0.5);
-      if (!(*w)->Close().ok()) _exit(15);
-    } catch (...) {
-      _exit(16);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  ASSERT_EQ(WEXITSTATUS(status), 0)
-      << "10/11: could not drop to an unprivileged user or set the limit; 12: a thread could "
-         "still be started; 13-15: open, flush or close failed; 16: an exception";
+  const int code = test_child::RunAtProcessLimit(at, [&] {
+    WriterOptions opts;
+    opts.auto_flush_interval_ns = 1'000'000;
+    auto w = NodeStoreWriter::Open(path, TestNode(), opts);
+    if (!w.ok()) return 13;
+    SeriesId cpu = (*w)->Series("cpu_utilization_ratio", "total");
+    for (int i = 0; i < 100; ++i) (*w)->Append(cpu, kT0 + i, 0.5);
+    if (!(*w)->Flush().ok()) return 14;
+    for (int i = 100; i < 200; ++i) (*w)->Append(cpu, kT0 + i, 0.5);
+    return (*w)->Close().ok() ? 0 : 15;
+  });
+  ASSERT_EQ(code, 0) << test_child::Meaning(code) << " (13-15: open, flush or close failed)";
   auto r = NodeStoreReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   MetricTable t;

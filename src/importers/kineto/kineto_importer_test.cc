@@ -1,6 +1,5 @@
 #include "importers/kineto/kineto_importer.h"
 
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -13,6 +12,7 @@
 #include <thread>
 
 #include "base/files.h"
+#include "base/test_child.h"
 #include "importers/common/import_counters.h"
 #include "importers/common/test_util.h"
 #include "store/run_reader.h"
@@ -355,49 +355,25 @@ TEST(KinetoImporterTest, TwoThreadParseGivesTheSameStoreOnEveryTrace) {
 TEST(KinetoImporterTest, WithNoThreadToBeHadTheImportRunsOnItsOwnThread) {
   const std::string trace = SharedData(kHta + "trace_diff/control/control.json.gz");  // 35 MB
   const std::string dir = TempDir();
-  // A uid of its own (no other test runs as it): RLIMIT_NPROC counts its processes.
-  const uid_t child_uid = 61004;
+  const test_child::AtProcessLimit at = {.uid = 61004, .limit = 1, .threads_ok = 0};
   if (geteuid() == 0) {
-    ASSERT_EQ(chown(dir.c_str(), child_uid, child_uid), 0);
+    ASSERT_EQ(chown(dir.c_str(), at.uid, at.uid), 0);
   }
   const std::string alone = dir + "/alone", threaded = dir + "/threaded";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (geteuid() == 0 &&
-        (setgroups(0, nullptr) != 0 || setgid(child_uid) != 0 || setuid(child_uid) != 0)) {
-      _exit(10);
-    }
-    const rlimit one = {1, 1};
-    if (setrlimit(RLIMIT_NPROC, &one) != 0) _exit(11);
-    try {
-      std::thread([] {}).join();
-      _exit(12);  // a thread could still be started: the test would prove nothing
-    } catch (const std::system_error&) {
-    }
-    try {  // nothing may reach gtest's handler in the child: it would run on as a second runner
-      KinetoImportOptions o;
-      o.traces = {trace};
-      o.out = alone;
-      o.parse_threads = 2;  // would read and tokenize on a second thread
-      auto r = ImportKineto(o);
-      if (!r.ok() || r->events_stored < 100'000) _exit(13);
-      auto reader = store::RunReader::Open(alone);
-      if (!reader.ok()) _exit(14);
-      auto events = (*reader)->Events(store::EventQuery{});
-      if (!events.ok() || static_cast<int64_t>(events->size()) != r->events_stored) _exit(15);
-    } catch (...) {
-      _exit(16);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  ASSERT_EQ(WEXITSTATUS(status), 0)
-      << "10/11: could not drop to an unprivileged user or set the limit; 12: a thread could "
-         "still be started; 13: the import failed; 14/15: reading it back failed; 16: an "
-         "exception (std::system_error: a thread that could not be started)";
+  const int code = test_child::RunAtProcessLimit(at, [&] {
+    KinetoImportOptions o;
+    o.traces = {trace};
+    o.out = alone;
+    o.parse_threads = 2;  // would read and tokenize on a second thread
+    auto r = ImportKineto(o);
+    if (!r.ok() || r->events_stored < 100'000) return 13;
+    auto reader = store::RunReader::Open(alone);
+    if (!reader.ok()) return 14;
+    auto events = (*reader)->Events(store::EventQuery{});
+    return events.ok() && static_cast<int64_t>(events->size()) == r->events_stored ? 0 : 15;
+  });
+  ASSERT_EQ(code, 0) << test_child::Meaning(code)
+                     << " (13: the import failed; 14/15: reading it back failed)";
   KinetoImportOptions o;
   o.traces = {trace};
   o.out = threaded;
