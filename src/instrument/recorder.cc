@@ -585,9 +585,11 @@ void AtForkPrepare() {
   s.pool_mu.lock();
   s.flusher_mu.lock();
   s.registry_mu.lock();
+  recorder_blocks::LockArenaForFork();  // innermost: freeing a block takes it under the others
 }
 void AtForkParent() {
   State& s = S();
+  recorder_blocks::UnlockArenaAfterFork();
   s.registry_mu.unlock();
   s.flusher_mu.unlock();
   s.pool_mu.unlock();
@@ -596,6 +598,7 @@ void AtForkParent() {
 }
 void AtForkChild() {
   State& s = S();
+  recorder_blocks::UnlockArenaAfterFork();  // before the parent's buffers are freed here
   s.buffers.clear();
   s.annotations.clear();
   s.annotation_ts.clear();

@@ -1,12 +1,88 @@
 #include "instrument/recorder_blocks.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <mutex>
 #include <new>
 
 namespace trainprof::instrument::recorder_blocks {
 
+namespace {
+
+// Blocks in the arena sit one page apart beyond their size, so that each begins on a page
+// boundary: returning a freed block's pages never touches a neighbour's.
+constexpr size_t kArenaStride = (sizeof(Block) + kBlockBytes + kPageBytes - 1) & ~(kPageBytes - 1);
+constexpr size_t kArenaBlocks = kArenaBytes / kArenaStride;
+
+class BlockArena {
+ public:
+  static BlockArena& Get() {
+    static BlockArena* arena = new BlockArena();  // never destroyed: threads record during exit
+    return *arena;
+  }
+
+  // A block's memory, or null (no arena, or its range spent). Never waits for a lock.
+  void* Take() {
+    if (base_ == nullptr) return nullptr;
+    if (mu_.try_lock()) {
+      void* got = nullptr;
+      if (!free_.empty()) {
+        got = free_.back();
+        free_.pop_back();
+      }
+      mu_.unlock();
+      if (got != nullptr) return got;
+    }
+    if (next_.load(std::memory_order_relaxed) >= kArenaBlocks) return nullptr;
+    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= kArenaBlocks) return nullptr;
+    return base_ + i * kArenaStride;
+  }
+
+  bool Contains(const void* p) const {
+    const auto* c = static_cast<const char*>(p);
+    return base_ != nullptr && c >= base_ && c < base_ + kArenaBlocks * kArenaStride;
+  }
+
+  // Back to the free list, its pages returned to the system (the next user maps them afresh).
+  void Give(void* p) {
+    (void)madvise(p, kArenaStride, MADV_DONTNEED);
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(static_cast<char*>(p));  // within the capacity reserved: no allocation
+  }
+
+  std::mutex& mu() { return mu_; }
+
+ private:
+  BlockArena() {
+    // Under strict overcommit the whole range would be charged at once: the heap instead.
+    if (std::FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "r")) {
+      const int mode = std::fgetc(f);
+      std::fclose(f);
+      if (mode == '2') return;
+    }
+    void* p = mmap(nullptr, kArenaBlocks * kArenaStride, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return;
+    // 4 KiB pages: a huge page would fault in 2 MiB (zeroed) for a block's first record.
+    (void)madvise(p, kArenaBlocks * kArenaStride, MADV_NOHUGEPAGE);
+    free_.reserve(kArenaBlocks);
+    base_ = static_cast<char*>(p);
+  }
+
+  char* base_ = nullptr;
+  std::atomic<size_t> next_{0};
+  std::mutex mu_;
+  std::vector<char*> free_;
+};
+
+}  // namespace
+
 Block* NewBlock(uint32_t capacity) {
-  void* mem = ::operator new(sizeof(Block) + capacity);
+  void* mem = capacity == kBlockBytes ? BlockArena::Get().Take() : nullptr;
+  if (mem == nullptr) mem = ::operator new(sizeof(Block) + capacity);
   Block* b = new (mem) Block();
   b->capacity = capacity;
   return b;
@@ -14,8 +90,18 @@ Block* NewBlock(uint32_t capacity) {
 
 void FreeBlock(Block* b) {
   b->~Block();
-  ::operator delete(b);
+  BlockArena& arena = BlockArena::Get();
+  if (arena.Contains(b)) {
+    arena.Give(b);
+  } else {
+    ::operator delete(b);
+  }
 }
+
+bool InArena(const Block* b) { return BlockArena::Get().Contains(b); }
+
+void LockArenaForFork() { BlockArena::Get().mu().lock(); }
+void UnlockArenaAfterFork() { BlockArena::Get().mu().unlock(); }
 
 // Written once here, on the keeper's thread, so that the training thread writing into the block
 // takes no page fault. A volatile store per page: a memset of fresh memory may be turned into
