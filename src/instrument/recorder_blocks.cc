@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <mutex>
 #include <new>
@@ -15,6 +16,10 @@ namespace {
 // boundary: returning a freed block's pages never touches a neighbour's.
 constexpr size_t kArenaStride = (sizeof(Block) + kBlockBytes + kPageBytes - 1) & ~(kPageBytes - 1);
 constexpr size_t kArenaBlocks = kArenaBytes / kArenaStride;
+// The range in two halves, each taken from its start: the frontier's blocks (recording
+// threads whose pool and spares are empty) and everyone else's (the keeper's prepared blocks),
+// so that the keeper never takes the blocks it mapped ahead for the threads.
+constexpr size_t kFreshBlocks = kArenaBlocks / 2;
 
 class BlockArena {
  public:
@@ -24,8 +29,13 @@ class BlockArena {
   }
 
   // A block's memory, or null (no arena, or its range spent). Never waits for a lock.
-  void* Take() {
+  // `fresh`: the frontier's next block (see KeepFrontier) while its half lasts; else a freed
+  // block when the free list's lock is free, or the other half's next.
+  void* Take(bool fresh) {
     if (base_ == nullptr) return nullptr;
+    if (fresh) {
+      if (void* got = Next(next_fresh_, 0, kFreshBlocks)) return got;
+    }
     if (mu_.try_lock()) {
       void* got = nullptr;
       if (!free_.empty()) {
@@ -35,10 +45,7 @@ class BlockArena {
       mu_.unlock();
       if (got != nullptr) return got;
     }
-    if (next_.load(std::memory_order_relaxed) >= kArenaBlocks) return nullptr;
-    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
-    if (i >= kArenaBlocks) return nullptr;
-    return base_ + i * kArenaStride;
+    return Next(next_other_, kFreshBlocks, kArenaBlocks);
   }
 
   bool Contains(const void* p) const {
@@ -55,7 +62,53 @@ class BlockArena {
 
   std::mutex& mu() { return mu_; }
 
+  size_t FrontierBlocks() const {
+    const size_t mapped = mapped_until_.load(std::memory_order_relaxed);
+    const size_t next = next_fresh_.load(std::memory_order_relaxed);
+    return mapped > next ? mapped - next : 0;
+  }
+
+  // Maps every page of `b`, an arena block, in one call that writes nothing
+  // (MADV_POPULATE_WRITE). False where it is not an arena block or the system cannot (Linux
+  // before 5.14): the caller writes a byte per page instead.
+  bool Map(Block* b) {
+    if (!Contains(b) || !populate_works_.load(std::memory_order_relaxed)) return false;
+    if (madvise(b, kArenaStride, kMadvPopulateWrite) == 0) return true;
+    if (errno == EINVAL) populate_works_.store(false, std::memory_order_relaxed);
+    return false;
+  }
+
+  // The keeper (pool_mu): the frontier's next `blocks` blocks mapped ahead of the threads that
+  // take them (MADV_POPULATE_WRITE makes pages present without writing to them, so a block
+  // that a thread has just taken and writes into is left as it is). Once recording is idle
+  // (`idle`), the blocks mapped beyond that are taken off the frontier and freed.
+  void KeepFrontier(size_t blocks, bool idle) {
+    if (base_ == nullptr || !populate_works_.load(std::memory_order_relaxed)) return;
+    const size_t next = next_fresh_.load(std::memory_order_relaxed);
+    const size_t want = std::min(kFreshBlocks, next + blocks);
+    const size_t mapped = mapped_until_.load(std::memory_order_relaxed);
+    const size_t from = std::max(next, mapped);
+    if (from < want) {
+      if (madvise(base_ + from * kArenaStride, (want - from) * kArenaStride, kMadvPopulateWrite) !=
+          0) {
+        // Before Linux 5.14 (EINVAL): the pages map as records reach them.
+        if (errno == EINVAL) populate_works_.store(false, std::memory_order_relaxed);
+        return;
+      }
+      mapped_until_.store(want, std::memory_order_relaxed);
+      return;
+    }
+    if (!idle) return;
+    while (mapped > next_fresh_.load(std::memory_order_relaxed) + blocks) {
+      void* p = Next(next_fresh_, 0, kFreshBlocks);
+      if (p == nullptr) break;
+      Give(p);
+    }
+  }
+
  private:
+  static constexpr int kMadvPopulateWrite = 23;  // MADV_POPULATE_WRITE, Linux 5.14
+
   BlockArena() {
     // Under strict overcommit the whole range would be charged at once: the heap instead.
     if (std::FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "r")) {
@@ -72,16 +125,27 @@ class BlockArena {
     base_ = static_cast<char*>(p);
   }
 
+  void* Next(std::atomic<size_t>& next, size_t first, size_t end) {
+    if (first + next.load(std::memory_order_relaxed) >= end) return nullptr;
+    const size_t i = first + next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= end) return nullptr;
+    return base_ + i * kArenaStride;
+  }
+
   char* base_ = nullptr;
-  std::atomic<size_t> next_{0};
+  std::atomic<size_t> next_fresh_{0};  // blocks taken from each half
+  std::atomic<size_t> next_other_{0};
+  // The frontier's blocks below this are mapped (written by the keeper only).
+  std::atomic<size_t> mapped_until_{0};
+  std::atomic<bool> populate_works_{true};
   std::mutex mu_;
   std::vector<char*> free_;
 };
 
 }  // namespace
 
-Block* NewBlock(uint32_t capacity) {
-  void* mem = capacity == kBlockBytes ? BlockArena::Get().Take() : nullptr;
+Block* NewBlock(uint32_t capacity, bool fresh) {
+  void* mem = capacity == kBlockBytes ? BlockArena::Get().Take(fresh) : nullptr;
   if (mem == nullptr) mem = ::operator new(sizeof(Block) + capacity);
   Block* b = new (mem) Block();
   b->capacity = capacity;
@@ -99,6 +163,7 @@ void FreeBlock(Block* b) {
 }
 
 bool InArena(const Block* b) { return BlockArena::Get().Contains(b); }
+size_t ArenaFrontierBlocks() { return BlockArena::Get().FrontierBlocks(); }
 
 void LockArenaForFork() { BlockArena::Get().mu().lock(); }
 void UnlockArenaAfterFork() { BlockArena::Get().mu().unlock(); }
@@ -107,6 +172,10 @@ void UnlockArenaAfterFork() { BlockArena::Get().mu().unlock(); }
 // takes no page fault. A volatile store per page: a memset of fresh memory may be turned into
 // calloc, which skips the writes.
 void Prepare(Block* b) {
+  if (BlockArena::Get().Map(b)) {
+    b->prepared = true;
+    return;
+  }
   volatile char* p = b->data();
   for (size_t i = 0; i < b->capacity; i += kPageBytes) p[i] = 0;
   p[b->capacity - 1] = 0;
@@ -169,6 +238,8 @@ void SparePool::Refill(bool idle) {
     refills_ = 0;
   }
   const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 2 * peak_);
+  BlockArena::Get().KeepFrontier(
+      static_cast<size_t>(std::min(kMaxFrontierBlocks, kMinFrontierBlocks + 4 * peak_)), idle);
   int64_t held = 0;
   for (auto& slot : slots_) held += slot.load(std::memory_order_relaxed) != nullptr;
   for (auto& slot : slots_) {
@@ -236,7 +307,7 @@ Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares) {
   // Not prepared here: mapping all 16 pages at once would make this one call take 16 page
   // faults (tens of microseconds on a VM). Mapped as records reach them instead, a call takes
   // one fault at most; the keeper maps what is left before the block goes into a pool.
-  return NewBlock(capacity);
+  return NewBlock(capacity, /*fresh=*/true);
 }
 
 // To what its thread took in its busiest refill period lately (this flush interval, or half of
