@@ -822,6 +822,7 @@ RecorderStats Stats() {
   out.recorded_events = s.recorded.load();
   for (const auto& b : s.buffers)
     out.recorded_events += b->produced.load(std::memory_order_relaxed);
+  out.spare_blocks = s.spares.Held();
   return out;
 }
 

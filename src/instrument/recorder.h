@@ -50,6 +50,9 @@ struct RecorderStats {
   // faster than the keeper prepared blocks for it): nothing lost, but the allocation (and its
   // page faults) happened on the recording thread: no spare block was left either.
   int64_t pool_empty_allocations = 0;
+  // Prepared blocks held now for threads whose pools run empty (kMinSpareBlocks at least while
+  // recording; more while threads outrun the keeper, freed once idle).
+  int64_t spare_blocks = 0;
   int64_t written_events = 0;  // handed to the store
   int64_t flushes = 0;
   int64_t flush_cpu_ns = 0;  // CPU time of the drains and store writes (any thread)

@@ -16,10 +16,6 @@ namespace {
 // boundary: returning a freed block's pages never touches a neighbour's.
 constexpr size_t kArenaStride = (sizeof(Block) + kBlockBytes + kPageBytes - 1) & ~(kPageBytes - 1);
 constexpr size_t kArenaBlocks = kArenaBytes / kArenaStride;
-// The range in two halves, each taken from its start: the frontier's blocks (recording
-// threads whose pool and spares are empty) and everyone else's (the keeper's prepared blocks),
-// so that the keeper never takes the blocks it mapped ahead for the threads.
-constexpr size_t kFreshBlocks = kArenaBlocks / 2;
 
 class BlockArena {
  public:
@@ -28,14 +24,10 @@ class BlockArena {
     return *arena;
   }
 
-  // A block's memory, or null (no arena, or its range spent). Never waits for a lock.
-  // `fresh`: the frontier's next block (see KeepFrontier) while its half lasts; else a freed
-  // block when the free list's lock is free, or the other half's next.
-  void* Take(bool fresh) {
+  // A block's memory, or null (no arena, or its range spent). Never waits for a lock: a freed
+  // block when the free list's lock is free, else the range's next.
+  void* Take() {
     if (base_ == nullptr) return nullptr;
-    if (fresh) {
-      if (void* got = Next(next_fresh_, 0, kFreshBlocks)) return got;
-    }
     if (mu_.try_lock()) {
       void* got = nullptr;
       if (!free_.empty()) {
@@ -45,7 +37,10 @@ class BlockArena {
       mu_.unlock();
       if (got != nullptr) return got;
     }
-    return Next(next_other_, kFreshBlocks, kArenaBlocks);
+    if (next_.load(std::memory_order_relaxed) >= kArenaBlocks) return nullptr;
+    const size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= kArenaBlocks) return nullptr;
+    return base_ + i * kArenaStride;
   }
 
   bool Contains(const void* p) const {
@@ -62,12 +57,6 @@ class BlockArena {
 
   std::mutex& mu() { return mu_; }
 
-  size_t FrontierBlocks() const {
-    const size_t mapped = mapped_until_.load(std::memory_order_relaxed);
-    const size_t next = next_fresh_.load(std::memory_order_relaxed);
-    return mapped > next ? mapped - next : 0;
-  }
-
   // Maps every page of `b`, an arena block, in one call that writes nothing
   // (MADV_POPULATE_WRITE). False where it is not an arena block or the system cannot (Linux
   // before 5.14): the caller writes a byte per page instead.
@@ -76,34 +65,6 @@ class BlockArena {
     if (madvise(b, kArenaStride, kMadvPopulateWrite) == 0) return true;
     if (errno == EINVAL) populate_works_.store(false, std::memory_order_relaxed);
     return false;
-  }
-
-  // The keeper (pool_mu): the frontier's next `blocks` blocks mapped ahead of the threads that
-  // take them (MADV_POPULATE_WRITE makes pages present without writing to them, so a block
-  // that a thread has just taken and writes into is left as it is). Once recording is idle
-  // (`idle`), the blocks mapped beyond that are taken off the frontier and freed.
-  void KeepFrontier(size_t blocks, bool idle) {
-    if (base_ == nullptr || !populate_works_.load(std::memory_order_relaxed)) return;
-    const size_t next = next_fresh_.load(std::memory_order_relaxed);
-    const size_t want = std::min(kFreshBlocks, next + blocks);
-    const size_t mapped = mapped_until_.load(std::memory_order_relaxed);
-    const size_t from = std::max(next, mapped);
-    if (from < want) {
-      if (madvise(base_ + from * kArenaStride, (want - from) * kArenaStride, kMadvPopulateWrite) !=
-          0) {
-        // Before Linux 5.14 (EINVAL): the pages map as records reach them.
-        if (errno == EINVAL) populate_works_.store(false, std::memory_order_relaxed);
-        return;
-      }
-      mapped_until_.store(want, std::memory_order_relaxed);
-      return;
-    }
-    if (!idle) return;
-    while (mapped > next_fresh_.load(std::memory_order_relaxed) + blocks) {
-      void* p = Next(next_fresh_, 0, kFreshBlocks);
-      if (p == nullptr) break;
-      Give(p);
-    }
   }
 
  private:
@@ -125,18 +86,8 @@ class BlockArena {
     base_ = static_cast<char*>(p);
   }
 
-  void* Next(std::atomic<size_t>& next, size_t first, size_t end) {
-    if (first + next.load(std::memory_order_relaxed) >= end) return nullptr;
-    const size_t i = first + next.fetch_add(1, std::memory_order_relaxed);
-    if (i >= end) return nullptr;
-    return base_ + i * kArenaStride;
-  }
-
   char* base_ = nullptr;
-  std::atomic<size_t> next_fresh_{0};  // blocks taken from each half
-  std::atomic<size_t> next_other_{0};
-  // The frontier's blocks below this are mapped (written by the keeper only).
-  std::atomic<size_t> mapped_until_{0};
+  std::atomic<size_t> next_{0};  // blocks of the range taken so far
   std::atomic<bool> populate_works_{true};
   std::mutex mu_;
   std::vector<char*> free_;
@@ -144,8 +95,8 @@ class BlockArena {
 
 }  // namespace
 
-Block* NewBlock(uint32_t capacity, bool fresh) {
-  void* mem = capacity == kBlockBytes ? BlockArena::Get().Take(fresh) : nullptr;
+Block* NewBlock(uint32_t capacity) {
+  void* mem = capacity == kBlockBytes ? BlockArena::Get().Take() : nullptr;
   if (mem == nullptr) mem = ::operator new(sizeof(Block) + capacity);
   Block* b = new (mem) Block();
   b->capacity = capacity;
@@ -163,7 +114,6 @@ void FreeBlock(Block* b) {
 }
 
 bool InArena(const Block* b) { return BlockArena::Get().Contains(b); }
-size_t ArenaFrontierBlocks() { return BlockArena::Get().FrontierBlocks(); }
 
 void LockArenaForFork() { BlockArena::Get().mu().lock(); }
 void UnlockArenaAfterFork() { BlockArena::Get().mu().unlock(); }
@@ -216,6 +166,12 @@ Block* SparePool::Take() {
   return nullptr;
 }
 
+int64_t SparePool::Held() const {
+  int64_t held = 0;
+  for (const auto& slot : slots_) held += slot.load(std::memory_order_relaxed) != nullptr;
+  return held;
+}
+
 bool SparePool::Park(Block* block) {
   for (auto& slot : slots_) {
     if (slot.load(std::memory_order_relaxed) != nullptr) continue;
@@ -237,9 +193,7 @@ void SparePool::Refill(bool idle) {
     peak_this_interval_ = 0;
     refills_ = 0;
   }
-  const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 2 * peak_);
-  BlockArena::Get().KeepFrontier(
-      static_cast<size_t>(std::min(kMaxFrontierBlocks, kMinFrontierBlocks + 4 * peak_)), idle);
+  const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 4 * peak_);
   int64_t held = 0;
   for (auto& slot : slots_) held += slot.load(std::memory_order_relaxed) != nullptr;
   for (auto& slot : slots_) {
@@ -307,7 +261,7 @@ Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares) {
   // Not prepared here: mapping all 16 pages at once would make this one call take 16 page
   // faults (tens of microseconds on a VM). Mapped as records reach them instead, a call takes
   // one fault at most; the keeper maps what is left before the block goes into a pool.
-  return NewBlock(capacity, /*fresh=*/true);
+  return NewBlock(capacity);
 }
 
 // To what its thread took in its busiest refill period lately (this flush interval, or half of

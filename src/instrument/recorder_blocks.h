@@ -6,9 +6,9 @@
 // the flusher) and takes each next block from its pool, a single-producer/single-consumer ring
 // that the pool keeper fills with prepared blocks (every page already mapped, so that the
 // recording thread takes no page fault). A thread that outruns its pool takes a spare block
-// (SparePool: prepared blocks that belong to no thread) and only then allocates one itself,
-// from the block arena's frontier, whose pages the keeper has mapped too. Drained blocks go
-// back to the thread's reserve, from which the keeper refills the pool.
+// (SparePool: prepared blocks that belong to no thread) and only then allocates one itself.
+// Blocks come from the block arena (below), not from malloc. Drained blocks go back to the
+// thread's reserve, from which the keeper refills the pool.
 
 #include <atomic>
 #include <cstddef>
@@ -49,24 +49,16 @@ inline constexpr uint32_t kPoolSlots = kMaxBufferedBytesPerThread / kBlockBytes;
 // Blocks a thread's pool holds at least.
 inline constexpr int64_t kMinPoolBlocks = 2;
 // Prepared blocks that belong to no thread: a thread whose pool is empty takes one before it
-// allocates (no page fault). The keeper
-// keeps twice the most blocks that threads took from it in one refill period lately, and at
-// least kMinSpareBlocks, and parks here the drained blocks the reserves do not keep instead of
-// freeing them while threads record; it frees the rest once recording is idle.
-// kMinSpareBlocks covers a new thread's first tens of milliseconds flat out (about 40 blocks)
-// before the keeper has seen its rate: with 16, the span load's 128 threads on 2 cores took
-// most of their page faults in their first 25 ms.
-inline constexpr int kSpareSlots = 64;      // 4 MiB per process at most
-inline constexpr int kMinSpareBlocks = 48;  // 3 MiB
-// Past the spare blocks, a thread takes a fresh block from the block arena (below), whose next
-// blocks the keeper keeps mapped (the frontier): at least kMinFrontierBlocks, and four times
-// the most blocks threads took from empty pools in one refill period lately
-// (kMaxFrontierBlocks at most, 8.5 MiB); mapped beyond that is freed once recording is idle.
-// In the span load, 128 threads flat out on 2 cores outrun the keeper by hundreds of blocks;
-// with the frontier mapped their blocks come with their pages (calls over 10 us with a page
-// fault, 2 s runs: 24-35 -> 1-3; 12-13 with 16 spare blocks, 2-11 with a frontier of 16).
-inline constexpr int64_t kMinFrontierBlocks = 32;  // 2 MiB
-inline constexpr int64_t kMaxFrontierBlocks = 128;
+// allocates (no page fault). The keeper keeps four times the most blocks that threads took
+// from it in one refill period lately, and at least kMinSpareBlocks, and parks here the drained
+// blocks the reserves do not keep instead of freeing them while threads record; it frees the
+// rest once recording is idle. kMinSpareBlocks covers a new thread's first tens of
+// milliseconds flat out before the keeper has seen its rate, and the demand term the bursts
+// of 128 threads on 2 cores that outrun the keeper (span load, 2 s runs of 16 x 8 threads,
+// calls over 10 us with a page fault: 24-35 with a floor of 48 and twice the demand, 3-8 with
+// 64 and four times, 0-4 with 80 and four times).
+inline constexpr int kSpareSlots = 192;     // 12 MiB per process at most
+inline constexpr int kMinSpareBlocks = 80;  // 5 MiB
 // While threads take blocks, the keeper tops their pools up this many times per flush
 // interval; a pool holds what its thread took in its busiest refill period lately this many
 // times over (the flusher refills nothing while it writes the store).
@@ -88,33 +80,29 @@ struct Block {
 };
 
 // A block of `capacity` bytes, unprepared. Blocks of kBlockBytes come from the block arena
-// (below) while it has room, larger ones (and any when it has none) from the heap. `fresh`:
-// from the arena's frontier, whose pages the keeper has mapped (a recording thread's block),
-// rather than its free list (the keeper's, which maps every page it hands out anyway).
-Block* NewBlock(uint32_t capacity, bool fresh = false);
+// (below) while it has room, larger ones (and any when it has none) from the heap.
+Block* NewBlock(uint32_t capacity);
 void FreeBlock(Block* b);
 
 // The block arena: standard blocks are carved from one range of address space mapped once,
-// at the recorder's first block, with pages present only where blocks are in use or mapped
-// ahead, and go back to a free list (their pages returned to the system) when freed; not from
+// at the recorder's first block, with pages present only where blocks are in use or prepared,
+// and go back to a free list (their pages returned to the system) when freed; not from
 // malloc. Through malloc, the blocks shared heaps with the program: growing and trimming a
 // heap changes its mapping (mprotect, munmap), and while it does, every thread's page fault in
 // that heap waits, a recording thread's included. In the span load, 16 processes x 8 threads
 // flat out, that made about half the recording threads' calls over 10 us. A block is taken
-// without a lock that could make a thread wait: the recording threads' from the frontier, the
-// first half of the range taken in order (a bump pointer; 3 855 blocks, then as below); the
-// keeper's from the free list, else the second half in order. Pages are mapped in one call
-// that writes nothing (MADV_POPULATE_WRITE; before Linux 5.14, a byte written per page).
-// Where the range cannot be mapped (RLIMIT_AS, strict overcommit) or is spent, blocks come
-// from the heap as before.
+// without a lock that could make a thread wait: a freed one when the free list's lock is free,
+// else the range's next (a bump pointer). The keeper maps a block's pages in one call that
+// writes nothing (MADV_POPULATE_WRITE; before Linux 5.14, a byte written per page). Where the
+// range cannot be mapped (RLIMIT_AS, strict overcommit) or is spent, blocks come from the
+// heap as before.
 inline constexpr size_t kArenaBytes = size_t{512} << 20;
 // Held across fork() (the recorder's atfork handlers), innermost: a child must not inherit
 // the free list's lock held.
 void LockArenaForFork();
 void UnlockArenaAfterFork();
-// Whether `b` came from the arena, and the blocks the frontier has mapped ahead now (tests).
+// Whether `b` came from the arena (tests).
 bool InArena(const Block* b);
-size_t ArenaFrontierBlocks();
 // Maps every page of `b` (on the calling thread), without writing to it where it can.
 void Prepare(Block* b);
 Block* NewPreparedBlock();
@@ -178,6 +166,8 @@ class SparePool {
   Block* Take();
   // Parks a drained block that its reserve need not keep. False: every slot is taken.
   bool Park(Block* block);
+  // Spare blocks held now (any thread; a snapshot).
+  int64_t Held() const;
   // Blocks that threads wanted from their empty pools since the last Refill.
   void AddDemand(int64_t blocks) { demand_ += blocks; }
   // Tops the spares up to their target; once recording has been idle for a flush interval

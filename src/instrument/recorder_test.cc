@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <spawn.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,59 +176,17 @@ TEST(RecorderTest, AThreadOutrunningItsPoolAllocatesAndLosesNothing) {
 }
 
 TEST(RecorderTest, ABurstPastThePoolTakesSpareBlocksWithoutAllocatingOrFaulting) {
-  // 50 000 records (about 43 blocks: a thread's first tens of milliseconds flat out) from a new
+  // 75 000 records (about 73 blocks: a thread's first tens of milliseconds flat out) from a new
   // thread with no refill while it runs: past its first block and pool it takes the spare
   // blocks the keeper prepared at Start: nothing allocated on the thread, no page fault there
-  // (a thread's first malloc creates its arena, and its pages would be mapped record by
-  // record), every record stored. (With 16 spare blocks, 27 were allocated here: 16 processes
-  // of 8 threads starting together took most of their page faults in their first 25 ms.)
+  // (its pages would be mapped record by record), every record stored. (With 16 spare blocks
+  // and 50 000 records, 27 were allocated here: 16 processes of 8 threads starting together
+  // took most of their page faults in their first 25 ms.)
   const std::string dir = MakeTempDir("instr");
   RecorderOptions o = Options(dir);
   o.flush_interval_ns = 3600LL * 1000 * 1000 * 1000;  // the keeper's first pass only
   ASSERT_TRUE(Start(o).ok());
   const int64_t pool_empty_before = Stats().pool_empty_allocations;
-  int64_t faults = -1;
-  std::thread([&] {
-    RecordSpan("warm", "user", "", 0, NowNs(), 1);  // takes this thread's buffer
-    rusage r0, r1;
-    getrusage(RUSAGE_THREAD, &r0);
-    for (int i = 0; i < 50'000; ++i) RecordSpan("burst", "user", "", i, NowNs(), 1);
-    getrusage(RUSAGE_THREAD, &r1);
-    faults = (r1.ru_minflt - r0.ru_minflt) + (r1.ru_majflt - r0.ru_majflt);
-  }).join();
-  ASSERT_TRUE(Stop().ok());
-  EXPECT_EQ(Stats().pool_empty_allocations - pool_empty_before, 0);
-  EXPECT_EQ(static_cast<int64_t>(ReadEvents(dir, {"user"}).size()), 1 + 50'000);
-#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-  EXPECT_EQ(faults, 0);
-#endif
-}
-
-// Whether this kernel maps pages without writing them (MADV_POPULATE_WRITE, Linux 5.14): the
-// block arena's frontier needs it (before, its blocks' pages map as records reach them).
-bool KernelPopulatesPages() {
-  void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return false;
-  const bool ok = madvise(p, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
-  munmap(p, 4096);
-  return ok;
-}
-
-TEST(RecorderTest, ABurstPastTheSparesTakesBlocksWhosePagesTheKeeperMappedAhead) {
-  // 75 000 records (about 73 blocks) from a new thread with no refill while it runs: past its
-  // first block, its pool and the 48 spare blocks it allocates its blocks itself (counted),
-  // from the block arena's frontier, whose next 32 blocks the keeper mapped at Start: no page
-  // fault on the thread. (From malloc, each such block took 16: 28-77 calls over 10 us in two
-  // seconds of the span load, 1-3 with the frontier.)
-  const std::string dir = MakeTempDir("instr");
-  RecorderOptions o = Options(dir);
-  o.flush_interval_ns = 3600LL * 1000 * 1000 * 1000;  // the keeper's first pass only
-  ASSERT_TRUE(Start(o).ok());
-  // The keeper's first pass (as its thread starts) must not fall inside the burst.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const int64_t pool_empty_before = Stats().pool_empty_allocations;
-  EXPECT_GE(recorder_blocks::ArenaFrontierBlocks(),
-            KernelPopulatesPages() ? size_t{recorder_blocks::kMinFrontierBlocks} : 0);
   int64_t faults = -1;
   std::thread([&] {
     RecordSpan("warm", "user", "", 0, NowNs(), 1);  // takes this thread's buffer
@@ -240,54 +197,47 @@ TEST(RecorderTest, ABurstPastTheSparesTakesBlocksWhosePagesTheKeeperMappedAhead)
     faults = (r1.ru_minflt - r0.ru_minflt) + (r1.ru_majflt - r0.ru_majflt);
   }).join();
   ASSERT_TRUE(Stop().ok());
-  const int64_t allocated = Stats().pool_empty_allocations - pool_empty_before;
-  EXPECT_GE(allocated, 10);
-  EXPECT_LE(allocated, recorder_blocks::kMinFrontierBlocks);
+  EXPECT_EQ(Stats().pool_empty_allocations - pool_empty_before, 0);
   EXPECT_EQ(static_cast<int64_t>(ReadEvents(dir, {"user"}).size()), 1 + 75'000);
 #if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-  if (KernelPopulatesPages()) {
-    EXPECT_EQ(faults, 0);
-  } else {
-    std::printf("this kernel has no MADV_POPULATE_WRITE: %lld page faults\n",
-                static_cast<long long>(faults));
-  }
+  EXPECT_EQ(faults, 0);
 #endif
 }
 
-TEST(RecorderTest, TheFrontierGrowsWithWhatThreadsTakeAndShrinksOnceIdle) {
-  if (!KernelPopulatesPages()) {
-    GTEST_SKIP() << "no MADV_POPULATE_WRITE (Linux < 5.14): the arena maps no frontier";
-  }
+TEST(RecorderTest, TheSpareBlocksGrowWithWhatThreadsTakeAndShrinkOnceIdle) {
+  // At least kMinSpareBlocks from Start; four times the most that threads took from empty
+  // pools in one refill period while they do (up to kSpareSlots); back to the floor once
+  // recording has been idle, as the demand halves each flush interval.
   const std::string dir = MakeTempDir("instr");
   RecorderOptions o = Options(dir);
   o.flush_interval_ns = 50'000'000;  // refills every 5 ms while threads take blocks
   ASSERT_TRUE(Start(o).ok());
-  const auto min_frontier = static_cast<size_t>(recorder_blocks::kMinFrontierBlocks);
-  EXPECT_GE(recorder_blocks::ArenaFrontierBlocks(), min_frontier);
-  // A burst past pool and spares: the keeper maps more ahead, four times what threads took
-  // from empty pools in one refill period (it reads that from the threads still alive).
+  const int64_t floor = recorder_blocks::kMinSpareBlocks;
+  EXPECT_EQ(Stats().spare_blocks, floor);
+  // A burst past the thread's pool; the keeper reads what it took from the threads still
+  // alive, so this one waits until the growth is seen.
   std::atomic<bool> checked{false};
   std::thread burst([&] {
     for (int i = 0; i < 120'000; ++i) RecordSpan("burst", "user", "", i, NowNs(), 1);
     while (!checked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
-  size_t grown = 0;
-  for (int i = 0; i < 400 && grown <= min_frontier; ++i) {
+  int64_t grown = 0;
+  for (int i = 0; i < 400 && grown <= floor; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    grown = recorder_blocks::ArenaFrontierBlocks();
+    grown = Stats().spare_blocks;
   }
   checked.store(true);
   burst.join();
-  EXPECT_GT(grown, min_frontier);
-  EXPECT_LE(grown, static_cast<size_t>(recorder_blocks::kMaxFrontierBlocks));
-  // Idle: the demand halves each flush interval, and what is mapped beyond the floor is freed.
-  size_t now = grown;
-  for (int i = 0; i < 400 && now != min_frontier; ++i) {
+  EXPECT_GT(grown, floor);
+  EXPECT_LE(grown, recorder_blocks::kSpareSlots);
+  int64_t now = grown;
+  for (int i = 0; i < 400 && now != floor; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    now = recorder_blocks::ArenaFrontierBlocks();
+    now = Stats().spare_blocks;
   }
-  EXPECT_EQ(now, min_frontier);
+  EXPECT_EQ(now, floor);
   ASSERT_TRUE(Stop().ok());
+  EXPECT_EQ(Stats().spare_blocks, 0);  // freed at Stop
   EXPECT_EQ(static_cast<int64_t>(ReadEvents(dir, {"user"}).size()), 120'000);
 }
 
@@ -399,6 +349,28 @@ TEST(RecorderBlocksTest, StandardBlocksComeFromTheArenaAndGoBackWithTheirPages) 
   EXPECT_EQ(large->capacity, recorder_blocks::kBlockBytes * 4);
   recorder_blocks::FreeBlock(large);
   for (Block* x : blocks) recorder_blocks::FreeBlock(x);
+}
+
+TEST(RecorderBlocksTest, APreparedBlockIsWrittenWithoutAPageFault) {
+  // The keeper prepares arena blocks with one MADV_POPULATE_WRITE each (a byte written per
+  // page where the kernel lacks it): either way, a thread writing the whole block afterwards
+  // takes no page fault. Freed, its pages go back; taken and prepared again, the same.
+  for (int round = 0; round < 2; ++round) {
+    recorder_blocks::Block* b = recorder_blocks::NewPreparedBlock();
+    ASSERT_TRUE(b->prepared);
+    int64_t faults = -1;
+    std::thread([&] {
+      rusage r0, r1;
+      getrusage(RUSAGE_THREAD, &r0);
+      std::memset(b->data(), 0x3c, b->capacity);
+      getrusage(RUSAGE_THREAD, &r1);
+      faults = (r1.ru_minflt - r0.ru_minflt) + (r1.ru_majflt - r0.ru_majflt);
+    }).join();
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+    EXPECT_EQ(faults, 0) << "round " << round;
+#endif
+    recorder_blocks::FreeBlock(b);
+  }
 }
 
 TEST(RecorderBlocksTest, ThreadsTakeAndFreeArenaBlocksTogether) {
