@@ -95,7 +95,8 @@ void FreeBlock(Block* b);
 // else the range's next (a bump pointer). The keeper maps a block's pages in one call that
 // writes nothing (MADV_POPULATE_WRITE; before Linux 5.14, a byte written per page). Where the
 // range cannot be mapped (RLIMIT_AS, strict overcommit) or is spent, blocks come from the
-// heap as before.
+// heap as before. A forked child gets the range empty (MADV_WIPEONFORK), not shared
+// copy-on-write: the parent's threads then write on into their blocks without a page fault.
 inline constexpr size_t kArenaBytes = size_t{512} << 20;
 // Held across fork() (the recorder's atfork handlers), innermost: a child must not inherit
 // the free list's lock held.
