@@ -374,12 +374,15 @@ int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid
   }
   b->head = block;
   b->head_pos = pos;
-  if (n > 0) b->consumed.fetch_add(n, std::memory_order_relaxed);
   if (!drained->empty()) {
+    // Into the reserve, and from there into the pool now: a thread held at its bound resumes
+    // as soon as it sees `consumed` move, at full speed (ahead of the keeper's next refill).
     std::lock_guard<std::mutex> lock(S().pool_mu);
     b->reserve.insert(b->reserve.end(), drained->begin(), drained->end());
     drained->clear();
+    if (!b->thread_exited.load(std::memory_order_acquire)) recorder_blocks::TopUpPool(b);
   }
+  if (n > 0) b->consumed.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 

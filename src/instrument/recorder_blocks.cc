@@ -269,6 +269,44 @@ Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares) {
   return NewBlock(capacity);
 }
 
+namespace {
+
+// The pool of `b` up to `target` blocks: from its reserve, then (`make`) new prepared blocks
+// within the thread's memory bound. Under pool_mu.
+void FillPool(ThreadBuffer* b, int64_t target, bool make) {
+  const uint64_t read = b->pool_read.load(std::memory_order_acquire);
+  const uint64_t write = b->pool_write.load(std::memory_order_relaxed);
+  uint64_t w = write;
+  while (static_cast<int64_t>(w - read) < target) {
+    Block* block = nullptr;
+    if (!b->reserve.empty()) {
+      block = b->reserve.back();
+      b->reserve.pop_back();
+      if (!block->prepared) Prepare(block);
+    } else {
+      if (!make || b->block_bytes.load(std::memory_order_relaxed) + kBlockBytes >
+                       kMaxBufferedBytesPerThread) {
+        break;
+      }
+      b->block_bytes.fetch_add(kBlockBytes, std::memory_order_relaxed);
+      block = NewPreparedBlock();
+    }
+    block->committed.store(0, std::memory_order_relaxed);
+    block->next.store(nullptr, std::memory_order_relaxed);
+    b->pool[w % kPoolSlots] = block;
+    ++w;
+  }
+  if (w != write) b->pool_write.store(w, std::memory_order_release);
+}
+
+int64_t PoolTarget(const ThreadBuffer* b) {
+  return std::min<int64_t>(kPoolSlots, kMinPoolBlocks + kPoolPeriods * b->peak_blocks_per_refill);
+}
+
+}  // namespace
+
+void TopUpPool(ThreadBuffer* b) { FillPool(b, PoolTarget(b), /*make=*/false); }
+
 // To what its thread took in its busiest refill period lately (this flush interval, or half of
 // it before), kPoolPeriods times over and at least kMinPoolBlocks: from the drained blocks kept
 // in reserve first, then new prepared blocks, within the memory bound. The reserve keeps about
@@ -277,7 +315,6 @@ Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares) {
 // malloc gives back and maps again stalls the page faults of the threads that record).
 bool RefillPool(ThreadBuffer* b, bool idle, SparePool& spares) {
   const uint64_t read = b->pool_read.load(std::memory_order_acquire);
-  const uint64_t write = b->pool_write.load(std::memory_order_relaxed);
   int64_t wanted = static_cast<int64_t>(read - b->read_seen);
   b->read_seen = read;
   const int64_t starved_bytes = b->starved_bytes.load(std::memory_order_relaxed);
@@ -293,29 +330,7 @@ bool RefillPool(ThreadBuffer* b, bool idle, SparePool& spares) {
     b->peak_this_interval = 0;
     b->refills_this_interval = 0;
   }
-  const int64_t target =
-      std::min<int64_t>(kPoolSlots, kMinPoolBlocks + kPoolPeriods * b->peak_blocks_per_refill);
-  uint64_t w = write;
-  while (static_cast<int64_t>(w - read) < target) {
-    Block* block = nullptr;
-    if (!b->reserve.empty()) {
-      block = b->reserve.back();
-      b->reserve.pop_back();
-      if (!block->prepared) Prepare(block);
-    } else {
-      if (b->block_bytes.load(std::memory_order_relaxed) + kBlockBytes >
-          kMaxBufferedBytesPerThread) {
-        break;
-      }
-      b->block_bytes.fetch_add(kBlockBytes, std::memory_order_relaxed);
-      block = NewPreparedBlock();
-    }
-    block->committed.store(0, std::memory_order_relaxed);
-    block->next.store(nullptr, std::memory_order_relaxed);
-    b->pool[w % kPoolSlots] = block;
-    ++w;
-  }
-  if (w != write) b->pool_write.store(w, std::memory_order_release);
+  FillPool(b, PoolTarget(b), /*make=*/true);
   const size_t keep =
       static_cast<size_t>(kMinPoolBlocks + kRefillsPerInterval * b->peak_blocks_per_refill);
   while (b->reserve.size() > keep) {

@@ -195,6 +195,12 @@ class SparePool {
 // thread's memory bound, drop the record.
 Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares);
 
+// Moves blocks from the reserve of `b` into its pool, up to the pool's current size (the
+// flusher, under pool_mu, right after a drain put them there: a thread held at its bound
+// resumes at once, ahead of the keeper's next refill). Changes none of the keeper's
+// statistics.
+void TopUpPool(ThreadBuffer* b);
+
 // Tops up the pool of `b` (the keeper, under pool_mu). Returns whether the thread took blocks
 // or went without since the last refill.
 bool RefillPool(ThreadBuffer* b, bool idle, SparePool& spares);

@@ -373,6 +373,37 @@ TEST(RecorderBlocksTest, APreparedBlockIsWrittenWithoutAPageFault) {
   }
 }
 
+TEST(RecorderBlocksTest, ADrainTopsThePoolUpFromTheReserveAtOnce) {
+  // The flusher, right after a drain, moves the drained blocks from the thread's reserve into
+  // its pool up to the pool's size (2 + 4 x the thread's busiest refill period), allocating
+  // nothing: a thread held at its event bound resumes at full speed the moment the drain lets
+  // it, before the keeper's next refill. (Without it, in the span load's 30 s, the C++ threads
+  // allocated 19-449 blocks themselves after the drains, and their pages faulted in.)
+  using recorder_blocks::Block;
+  auto buffer = recorder_blocks::MakeBuffer(1);
+  recorder_blocks::ThreadBuffer* b = buffer.get();
+  b->peak_blocks_per_refill = 5;  // pool size 2 + 4 x 5 = 22
+  for (int i = 0; i < 30; ++i) {
+    Block* drained = recorder_blocks::NewPreparedBlock();
+    drained->committed.store(1000);
+    b->reserve.push_back(drained);
+  }
+  const int64_t bytes = b->block_bytes.load();
+  recorder_blocks::TopUpPool(b);
+  EXPECT_EQ(b->pool_write.load() - b->pool_read.load(), 22u);
+  EXPECT_EQ(b->reserve.size(), 9u);
+  EXPECT_EQ(b->block_bytes.load(), bytes);
+  for (uint64_t i = b->pool_read.load(); i < b->pool_write.load(); ++i) {
+    Block* pooled = b->pool[i % recorder_blocks::kPoolSlots];
+    EXPECT_EQ(pooled->committed.load(), 0u);
+    EXPECT_EQ(pooled->next.load(), nullptr);
+    EXPECT_TRUE(pooled->prepared);
+  }
+  // A full pool takes nothing more; an empty reserve adds nothing.
+  recorder_blocks::TopUpPool(b);
+  EXPECT_EQ(b->reserve.size(), 9u);
+}
+
 TEST(RecorderBlocksTest, ThreadsTakeAndFreeArenaBlocksTogether) {
   // Eight threads take and free blocks at once (the free list's lock is only tried on taking):
   // no block is handed out twice, and every one is in the arena.
