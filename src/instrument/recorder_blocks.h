@@ -4,7 +4,8 @@
 //
 // A thread appends records to its own chain (ThreadBuffer: one writer, the thread; one reader,
 // the flusher) and takes each next block from its pool, a single-producer/single-consumer ring
-// that the pool keeper fills with prepared blocks (every page already mapped, so that the
+// that the pool keeper fills with prepared blocks, and the flusher with the blocks it has just
+// drained, one at a time under pool_mu (every page already mapped, so that the
 // recording thread takes no page fault). A thread that outruns its pool takes a spare block
 // (SparePool: prepared blocks that belong to no thread) and only then allocates one itself.
 // Blocks come from the block arena (below), not from malloc. Drained blocks go back to the
@@ -43,8 +44,9 @@ inline constexpr size_t kMaxRecordBytes = 16 << 20;
 // Per-thread memory bound, whatever the event count: blocks in the chain, in the pool and kept
 // for refills.
 inline constexpr int64_t kMaxBufferedBytesPerThread = 64 << 20;
-// The pool of prepared blocks a thread takes from: a ring with one producer (the keeper) and
-// one consumer (the thread), as many slots as the memory bound allows blocks.
+// The pool of prepared blocks a thread takes from: a ring with one producer at a time (the
+// keeper, or the flusher right after a drain, both under the recorder's pool_mu) and one
+// consumer (the thread), as many slots as the memory bound allows blocks.
 inline constexpr uint32_t kPoolSlots = kMaxBufferedBytesPerThread / kBlockBytes;
 // Blocks a thread's pool holds at least.
 inline constexpr int64_t kMinPoolBlocks = 2;
@@ -126,8 +128,9 @@ struct ThreadBuffer {
   std::atomic<int64_t> starved{0};
   std::atomic<int64_t> starved_bytes{0};
   std::atomic<int64_t> allocated{0};
-  // The pool: slots [pool_read, pool_write) hold prepared blocks. The keeper fills slots and
-  // advances pool_write (release); the thread takes from pool_read and advances it (release).
+  // The pool: slots [pool_read, pool_write) hold prepared blocks. The keeper (or the flusher
+  // after a drain; either under pool_mu) fills slots and advances pool_write (release); the
+  // thread takes from pool_read and advances it (release).
   std::atomic<uint64_t> pool_write{0};
   std::atomic<uint64_t> pool_read{0};
   Block* pool[kPoolSlots] = {};
