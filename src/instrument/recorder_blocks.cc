@@ -199,8 +199,7 @@ void SparePool::Refill(bool idle) {
     refills_ = 0;
   }
   const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 4 * peak_);
-  int64_t held = 0;
-  for (auto& slot : slots_) held += slot.load(std::memory_order_relaxed) != nullptr;
+  int64_t held = Held();
   for (auto& slot : slots_) {
     if (held >= target) break;
     if (slot.load(std::memory_order_relaxed) != nullptr) continue;
