@@ -26,6 +26,7 @@ void LatestValues::Publish(LatestSnapshot snapshot) {
   std::set<std::pair<std::string, std::string>> fresh;
   for (MetricValue& v : snapshot.values) {
     v.tick_wall_ns = snapshot.tick_wall_ns;
+    v.tick_mono_ns = snapshot.tick_mono_ns;
     fresh.emplace(v.metric, v.device);
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -35,14 +36,14 @@ void LatestValues::Publish(LatestSnapshot snapshot) {
     if (counter.empty() || !std::isfinite(v.value)) continue;
     auto key = std::make_pair(std::move(counter), v.device);
     double& total = snapshot.integrated[key];  // 0 from the series' first value
-    auto [last, first] = last_fresh_ns_.try_emplace(key, v.tick_wall_ns);
-    if (!first && v.tick_wall_ns > last->second) {
-      total += v.value * static_cast<double>(v.tick_wall_ns - last->second) / 1e9;
+    auto [last, first] = last_fresh_ns_.try_emplace(key, v.tick_mono_ns);
+    if (!first && v.tick_mono_ns > last->second) {
+      total += v.value * static_cast<double>(v.tick_mono_ns - last->second) / 1e9;
     }
-    last->second = v.tick_wall_ns;
+    last->second = v.tick_mono_ns;
   }
   for (MetricValue& old : snapshot_.values) {
-    if (snapshot.tick_wall_ns - old.tick_wall_ns > kCarryNs) continue;
+    if (snapshot.tick_mono_ns - old.tick_mono_ns > kCarryNs) continue;
     if (fresh.count({old.metric, old.device})) continue;
     snapshot.values.push_back(std::move(old));
   }

@@ -15,17 +15,21 @@ struct MetricValue {
   std::string device;
   double value = 0;
   int64_t tick_wall_ns = 0;  // the tick it was sampled at (set by Publish)
+  int64_t tick_mono_ns = 0;  // the same tick on CLOCK_MONOTONIC (set by Publish)
 };
 
 struct LatestSnapshot {
   int64_t tick_wall_ns = 0;  // 0 until the first tick
+  // The tick on CLOCK_MONOTONIC. Intervals (integration, carry-over) are taken on it: the wall
+  // clock can be stepped or slewed while the rates were computed over monotonic intervals.
+  int64_t tick_mono_ns = 0;
   int64_t ticks = 0;
   std::vector<MetricValue> values;
   std::map<std::string, int64_t> counters;  // data-quality counters since the start
   // Counters accumulated tick by tick from the rate and share series, so that Prometheus's
-  // rate() and increase() work on them (IntegratedCounterName): value x seconds since the
-  // series' previous fresh value, summed from the series' first value (which starts at 0).
-  // Keyed by (counter metric, device).
+  // rate() and increase() work on them (IntegratedCounterName): value x monotonic seconds
+  // since the series' previous fresh value, summed from the series' first value (which starts at
+  // 0). Keyed by (counter metric, device).
   std::map<std::pair<std::string, std::string>, double> integrated;
 };
 
@@ -49,7 +53,7 @@ class LatestValues {
  private:
   mutable std::mutex mu_;
   LatestSnapshot snapshot_;
-  // Per integrated series, the tick of its previous fresh value.
+  // Per integrated series, the tick (monotonic) of its previous fresh value.
   std::map<std::pair<std::string, std::string>, int64_t> last_fresh_ns_;
 };
 

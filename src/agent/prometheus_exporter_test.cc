@@ -28,6 +28,7 @@ namespace {
 LatestSnapshot Snapshot() {
   LatestSnapshot s;
   s.tick_wall_ns = 1'764'512'345'500'000'000;
+  s.tick_mono_ns = 86'400'000'000'000;
   s.ticks = 7;
   s.values = {{"cpu_utilization_ratio", "cpu0", 0.5},
               {"cpu_utilization_ratio", "total", 0.25},
@@ -100,11 +101,13 @@ TEST(LatestValuesTest, SeriesReadEveryOtherTickCarryOverForASecond) {
   LatestValues latest;
   LatestSnapshot a;
   a.tick_wall_ns = 1000 * kMs;
+  a.tick_mono_ns = a.tick_wall_ns;
   a.values = {{"cpu_utilization_ratio", "total", 0.5},
               {"process_resident_memory_bytes", "tree", 7}};
   latest.Publish(a);
   LatestSnapshot b;  // 100 ms later, the process tree not read this tick
   b.tick_wall_ns = 1100 * kMs;
+  b.tick_mono_ns = b.tick_wall_ns;
   b.values = {{"cpu_utilization_ratio", "total", 0.6}};
   latest.Publish(b);
   LatestSnapshot got = latest.Get();
@@ -114,6 +117,7 @@ TEST(LatestValuesTest, SeriesReadEveryOtherTickCarryOverForASecond) {
   EXPECT_EQ(got.values[1].value, 7);
   LatestSnapshot c;  // more than a second after the tree's last reading: it is gone
   c.tick_wall_ns = 2200 * kMs;
+  c.tick_mono_ns = c.tick_wall_ns;
   c.values = {{"cpu_utilization_ratio", "total", 0.7}};
   latest.Publish(c);
   got = latest.Get();

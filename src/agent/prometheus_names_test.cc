@@ -15,9 +15,13 @@ namespace {
 constexpr int64_t kT0 = 1'764'512'345'000'000'000;
 constexpr int64_t kMs = 1'000'000;
 
-LatestSnapshot Tick(int64_t t, std::vector<MetricValue> values) {
+constexpr int64_t kMono0 = 86'400'000'000'000;  // CLOCK_MONOTONIC at kT0 (a day of uptime)
+
+// A tick at wall time t; its monotonic reading is `mono`, by default in step with t.
+LatestSnapshot Tick(int64_t t, std::vector<MetricValue> values, int64_t mono = -1) {
   LatestSnapshot s;
   s.tick_wall_ns = t;
+  s.tick_mono_ns = mono >= 0 ? mono : kMono0 + (t - kT0);
   s.values = std::move(values);
   return s;
 }
@@ -47,6 +51,31 @@ TEST(IntegratedCountersTest, RatesAndSharesBecomeTotals) {
   EXPECT_EQ(IntegratedCounterName("gpu_pcie_receive_bytes_per_second", "gpu0"),
             "gpu_pcie_receive_bytes_total");
   EXPECT_EQ(IntegratedCounterName("gpu_utilization_ratio", "gpu0"), "");
+}
+
+// The rates were computed over monotonic intervals; the wall clock stepped back 3 s, then forward
+// 10 s, and was slewed 1 % slow. The totals follow the monotonic intervals: the bytes the kernel
+// counted, nothing lost or counted twice.
+TEST(IntegratedCountersTest, AStepOrSlewOfTheWallClockDoesNotChangeTheTotals) {
+  LatestValues latest;
+  latest.Publish(Tick(kT0, {{"network_receive_bytes_per_second", "eth0", 1}}, kMono0));
+  latest.Publish(Tick(kT0 - 3'000 * kMs, {{"network_receive_bytes_per_second", "eth0", 1000}},
+                      kMono0 + 100 * kMs));
+  latest.Publish(Tick(kT0 + 10'000 * kMs, {{"network_receive_bytes_per_second", "eth0", 2000}},
+                      kMono0 + 200 * kMs));
+  latest.Publish(
+      Tick(kT0 + 10'099 * kMs,
+           {{"network_receive_bytes_per_second", "eth0", 4000}, {"cpu_idle_ratio", "cpu0", 0.5}},
+           kMono0 + 300 * kMs));
+  LatestSnapshot s = latest.Get();
+  EXPECT_DOUBLE_EQ((s.integrated[{"network_receive_bytes_total", "eth0"}]), 100 + 200 + 400);
+  // A series not read at the next tick, after the wall clock jumped 20 s, is carried: its value
+  // is 100 ms old, not 20 s.
+  latest.Publish(Tick(kT0 + 30'000 * kMs, {{"cpu_idle_ratio", "cpu0", 0.25}}, kMono0 + 400 * kMs));
+  s = latest.Get();
+  ASSERT_EQ(s.values.size(), 2u);
+  EXPECT_EQ(s.values[1].metric, "network_receive_bytes_per_second");
+  EXPECT_EQ(s.values[1].value, 4000);
 }
 
 TEST(StepMetricsTest, CountsHistogramDataWaitAndThroughput) {

@@ -185,6 +185,7 @@ void SamplingLoop::RunTick(const collect::Tick& tick) {
     stats_.values += static_cast<int64_t>(values.size());
     if (latest_ != nullptr) {
       snapshot.tick_wall_ns = tick.wall_ns;
+      snapshot.tick_mono_ns = tick.mono_ns;
       snapshot.ticks = stats_.ticks;
       snapshot.counters = counters_;
     }

@@ -66,6 +66,7 @@ TEST(SamplingLoopTest, OneTimestampPerTickForEveryValue) {
   EXPECT_EQ(ticks[3].first, 2000);
   LatestSnapshot snap = latest.Get();
   EXPECT_EQ(snap.tick_wall_ns, 2000);
+  EXPECT_EQ(snap.tick_mono_ns, 6);
   EXPECT_EQ(snap.ticks, 2);
   EXPECT_EQ(snap.values.size(), 4u);
 }
