@@ -720,6 +720,7 @@ Status Start(const RecorderOptions& options) {
     // Buffers ready for the threads' first events before any thread can record (the keeper
     // keeps them ready from then on).
     std::lock_guard<std::mutex> pool_lock(s.pool_mu);
+    s.spares.BeginRecording();
     (void)RefillLocked();
   }
   s.active.store(true);

@@ -197,8 +197,11 @@ void SparePool::Refill(bool idle) {
     peak_ = std::max(peak_this_interval_, peak_ / 2);
     peak_this_interval_ = 0;
     refills_ = 0;
+    start_floor_ = false;
   }
-  const int64_t target = std::min<int64_t>(kSpareSlots, kMinSpareBlocks + 4 * peak_);
+  const int64_t floor = start_floor_ ? kStartSpareBlocks : 0;
+  const int64_t target =
+      std::min<int64_t>(kSpareSlots, std::max(floor, kMinSpareBlocks + 4 * peak_));
   int64_t held = Held();
   for (auto& slot : slots_) {
     if (held >= target) break;
@@ -221,11 +224,13 @@ void SparePool::FreeAll() {
     if (Block* block = slot.exchange(nullptr, std::memory_order_acquire)) FreeBlock(block);
   }
   demand_ = peak_ = peak_this_interval_ = refills_ = 0;
+  start_floor_ = false;
 }
 
 void SparePool::Forget() {
   for (auto& slot : slots_) slot.store(nullptr);
   demand_ = peak_ = peak_this_interval_ = refills_ = 0;
+  start_floor_ = false;
 }
 
 // A record that fits a block takes a prepared block from the thread's pool: two atomic loads

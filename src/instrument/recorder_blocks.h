@@ -59,8 +59,14 @@ inline constexpr int64_t kMinPoolBlocks = 2;
 // of 128 threads on 2 cores that outrun the keeper (span load, 2 s runs of 16 x 8 threads,
 // calls over 10 us with a page fault: 24-35 with a floor of 48 and twice the demand, 3-8 with
 // 64 and four times, 0-4 with 80 and four times).
-inline constexpr int kSpareSlots = 192;     // 12 MiB per process at most
-inline constexpr int kMinSpareBlocks = 80;  // 5 MiB
+// From the recorder's Start, until the keeper has refilled for a flush interval, the floor is
+// kStartSpareBlocks instead: a program's threads typically begin recording together, before
+// the keeper has seen any rate (span load: 16 processes x 8 threads flat out from Start, 30 s
+// runs: 61-125 blocks allocated on recording threads, all within their first 250 ms, 0-5 calls
+// over 10 us with a page fault; with this floor none allocated, no such call).
+inline constexpr int kSpareSlots = 192;        // 12 MiB per process at most
+inline constexpr int kMinSpareBlocks = 80;     // 5 MiB
+inline constexpr int kStartSpareBlocks = 160;  // 10 MiB
 // While threads take blocks, the keeper tops their pools up this many times per flush
 // interval; a pool holds what its thread took in its busiest refill period lately this many
 // times over (the flusher refills nothing while it writes the store).
@@ -174,6 +180,8 @@ class SparePool {
   int64_t Held() const;
   // Blocks that threads wanted from their empty pools since the last Refill.
   void AddDemand(int64_t blocks) { demand_ += blocks; }
+  // Recording starts: the floor is kStartSpareBlocks until a flush interval's refills are done.
+  void BeginRecording() { start_floor_ = true; }
   // Tops the spares up to their target; once recording has been idle for a flush interval
   // (`idle`), frees those above it (while threads record, nothing that may have to be mapped
   // again is freed).
@@ -191,6 +199,7 @@ class SparePool {
   int64_t peak_ = 0;
   int64_t peak_this_interval_ = 0;
   int64_t refills_ = 0;
+  bool start_floor_ = false;
 };
 
 // The next block for a record of `need` bytes, on the thread that owns `b` (recorder_blocks.cc).
