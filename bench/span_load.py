@@ -206,6 +206,7 @@ def measure(procs: int, threads: int, seconds: float, work: Path, native: str | 
         accounting.append({"pid": r["pid"], "emitted": emitted, "written": s["written_events"],
                            "dropped": s["dropped_events"],
                            "pool_empty_allocations": s.get("pool_empty_allocations", 0),
+                           "no_block_drops": s.get("no_block_drops", 0),
                            "stored": stored.get(r["pid"], 0)})
     return {"load": load, "control": control, "accounting": accounting,
             "peak_rss_mib": max(r["peak_rss_kib"] for r in load["reports"]) / 1024,
@@ -221,10 +222,12 @@ def report(label: str, m: dict, native: bool) -> tuple[bool, bool, float, int]:
     emitted = sum(x["emitted"] for x in m["accounting"])
     dropped = sum(x["dropped"] for x in m["accounting"])
     pool_empty = sum(x["pool_empty_allocations"] for x in m["accounting"])
+    no_block = sum(x["no_block_drops"] for x in m["accounting"])
     stored = sum(x["stored"] for x in m["accounting"])
     print(f"{label} emitted {emitted:,} = stored {stored:,} + dropped {dropped:,}: "
-          f"{'exact' if exact else 'NOT exact'}; blocks allocated on a recording thread (its "
-          f"pool of prepared blocks empty): {pool_empty:,}")
+          f"{'exact' if exact else 'NOT exact'}; of the dropped, for want of a prepared block "
+          f"(pool and spare blocks empty): {no_block:,}, the rest at the thread's event bound; "
+          f"blocks allocated on a recording thread: {pool_empty:,}")
     print(f"{label} recorder memory: peak RSS {m['peak_rss_mib']:.0f} MiB per process, growth "
           f"from the first to the last second {m['rss_growth_mib']:.1f} MiB")
     load, control = m["load"]["slow"], m["control"]["slow"]

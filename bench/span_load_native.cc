@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
     stats.str("");
     stats << "{\"dropped_events\": " << s.dropped_events
           << ", \"pool_empty_allocations\": " << s.pool_empty_allocations
+          << ", \"no_block_drops\": " << s.no_block_drops
           << ", \"written_events\": " << s.written_events << ", \"flushes\": " << s.flushes
           << ", \"flush_cpu_ns\": " << s.flush_cpu_ns << "}";
   }

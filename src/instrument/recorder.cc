@@ -61,6 +61,9 @@ struct State {
   int64_t carried_dropped = 0;  // drops not yet stored (the store failed to open); flush_mu
   std::atomic<bool> flusher_running{false};  // the flusher and the pool keeper both run
   std::atomic<bool> keeper_running{false};   // the pool keeper runs
+  // Pools and spare blocks sized since Start (or since the fork): until then a thread that
+  // finds no prepared block allocates one rather than drop its record.
+  std::atomic<bool> keeper_refilled{false};
   // With a thread missing (none could be started), the next attempt (flusher_mu).
   std::chrono::steady_clock::time_point threads_retry_at{};
   std::atomic<int64_t> pid{0};
@@ -92,9 +95,10 @@ struct State {
   // Buffers the flusher made for threads' first events (also in `buffers`); a thread takes one
   // by exchanging its slot with null.
   std::atomic<ThreadBuffer*> ready[kReadyBuffers] = {};
-  std::atomic<int64_t> buffers_taken{0};      // first events since the flusher last looked
-  std::atomic<int64_t> allocated_removed{0};  // `allocated` of buffers no longer registered
-  recorder_blocks::SparePool spares;          // taken by threads; refilled under pool_mu
+  std::atomic<int64_t> buffers_taken{0};           // first events since the flusher last looked
+  std::atomic<int64_t> allocated_removed{0};       // `allocated` of buffers no longer registered
+  std::atomic<int64_t> no_block_drops_removed{0};  // and their `no_block_drops`
+  recorder_blocks::SparePool spares;               // taken by threads; refilled under pool_mu
   // Refills in a row at which no thread took a block (pool_mu): the keeper refills
   // kRefillsPerInterval times per flush interval until a whole interval has passed so (and
   // from its start), else once per interval.
@@ -245,6 +249,7 @@ bool RefillLocked(const std::vector<std::shared_ptr<ThreadBuffer>>& buffers) {
     slot.store(raw, std::memory_order_release);
   }
   s.spares.Refill(!busy && idle);
+  s.keeper_refilled.store(true, std::memory_order_relaxed);
   return busy;
 }
 
@@ -291,7 +296,9 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
     // A thread could not be started so far: try again (at most once per flush interval).
     if (!s.flusher_running.load(std::memory_order_relaxed)) [[unlikely]]
       EnsureFlusher();
-    Block* next = recorder_blocks::TakeBlock(b, need, t_bulk, s.spares);
+    const bool allocate = !s.keeper_running.load(std::memory_order_relaxed) ||
+                          !s.keeper_refilled.load(std::memory_order_relaxed);
+    Block* next = recorder_blocks::TakeBlock(b, need, t_bulk, allocate, s.spares);
     if (next == nullptr) {
       Drop(b);
       return;
@@ -470,6 +477,8 @@ Status DrainLocked(bool final_flush) {
       if (it != s.buffers.end()) {
         s.recorded.fetch_add(buffers[i]->produced.load(std::memory_order_relaxed));
         s.allocated_removed.fetch_add(buffers[i]->allocated.load(std::memory_order_relaxed));
+        s.no_block_drops_removed.fetch_add(
+            buffers[i]->no_block_drops.load(std::memory_order_relaxed));
         s.buffers.erase(it);
       }
     }
@@ -576,6 +585,7 @@ void StopFlusher() {
   }
   s.flusher_running.store(false);
   s.keeper_running.store(false);
+  s.keeper_refilled.store(false);
 }
 
 // fork(): the prepare handler takes the locks a child could otherwise inherit held by a thread
@@ -612,11 +622,13 @@ void AtForkChild() {
   s.refiller = nullptr;
   s.flusher_running.store(false);
   s.keeper_running.store(false);
+  s.keeper_refilled.store(false);
   s.threads_retry_at = {};
   s.stop_flusher = false;
   for (auto& slot : s.ready) slot.store(nullptr);  // they were in `buffers`
   s.buffers_taken.store(0);
   s.allocated_removed.store(0);
+  s.no_block_drops_removed.store(0);
   s.spares.Forget();  // the parent's (copied, left alone)
   s.idle_refills = 0;
   pthread_setspecific(ExitKey(), nullptr);  // this thread's buffer was the parent's
@@ -820,8 +832,10 @@ RecorderStats Stats() {
   for (const auto& b : s.buffers) buffered_dropped += b->dropped.load(std::memory_order_relaxed);
   out.dropped_events += buffered_dropped;
   out.pool_empty_allocations = s.allocated_removed.load();
+  out.no_block_drops = s.no_block_drops_removed.load();
   for (const auto& b : s.buffers) {
     out.pool_empty_allocations += b->allocated.load(std::memory_order_relaxed);
+    out.no_block_drops += b->no_block_drops.load(std::memory_order_relaxed);
   }
   out.recorded_events = s.recorded.load();
   for (const auto& b : s.buffers)

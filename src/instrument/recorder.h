@@ -6,9 +6,9 @@
 // Threads: Record* may be called from any thread and never blocks: each thread appends to its
 // own bounded chain of blocks, taking new blocks from a pool that the keeper fills with
 // prepared (already mapped) blocks, with no lock, no allocation and no page fault on the way.
-// A thread that outruns its pool takes one of the process's spare prepared blocks, and only
-// when those are gone too allocates a block itself (counted: pool_empty_allocations); when the
-// chain is full the event is dropped and counted (data-quality counter dropped_events). One
+// A thread that outruns its pool takes one of the process's spare prepared blocks; when those
+// are gone too, or the chain is full, the event is dropped and counted (data-quality counter
+// dropped_events; no_block_drops and pool_empty_allocations below say which). One
 // background flusher thread moves the buffers into the store every flush interval (default
 // 500 ms), so a process that is killed loses at most that interval; a second one (the pool
 // keeper) refills the pools and the spare blocks in between, whatever the store write costs.
@@ -46,9 +46,13 @@ struct RecorderOptions {
 struct RecorderStats {
   int64_t recorded_events = 0;  // accepted into buffers
   int64_t dropped_events = 0;   // buffers full (events or bytes), records too large
-  // Blocks a thread allocated itself because its pool of prepared blocks was empty (it wrote
-  // faster than the keeper prepared blocks for it): nothing lost, but the allocation (and its
-  // page faults) happened on the recording thread: no spare block was left either.
+  // Records dropped (within dropped_events) because their thread found no prepared block, in
+  // its pool or among the spares, while the keeper ran: it wrote faster than the keeper
+  // prepared blocks for it. Taking a fresh block instead would page-fault on that thread.
+  int64_t no_block_drops = 0;
+  // Blocks a thread allocated itself with no prepared block left: bulk writes, and any thread
+  // before the keeper runs and has refilled (a forked child's first events, no thread to be
+  // had). Nothing lost, but the allocation and its page faults happened on that thread.
   int64_t pool_empty_allocations = 0;
   // Prepared blocks held now for threads whose pools run empty (kMinSpareBlocks at least while
   // recording; more while threads outrun the keeper, freed once idle).

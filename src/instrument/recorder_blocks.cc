@@ -235,12 +235,15 @@ void SparePool::Forget() {
 
 // A record that fits a block takes a prepared block from the thread's pool: two atomic loads
 // and a store, no lock, no allocation, no page fault. When the pool is empty it takes a spare
-// block (an exchange), and when none is left allocates one here (what the pool spares the
-// thread in the steady state, it pays in a burst: data is never lost to keep the hot path
-// short), counted; either way the keeper grows the pool from the count of pool-empty records,
-// in which bulk writes are not counted (their burst is not the thread's rate). A record larger
-// than a block is allocated here too. All within the thread's memory bound.
-Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares) {
+// block (an exchange). When none is left either, the thread has outrun a running keeper: the
+// record is dropped and counted, as at the thread's event bound, rather than written into a
+// fresh block whose every page would fault on this thread (on a VM that hands freed memory back
+// to its host, each such fault took 10-120 us). Bulk writes (a profiler's events stored at
+// once), records larger than a block, and threads of a process whose keeper does not run or
+// has not refilled yet (`allocate`) get a block allocated here instead, counted. Either way
+// the keeper grows the pool from the count of pool-empty records, in which bulk writes are not
+// counted (their burst is not the thread's rate). All within the thread's memory bound.
+Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, bool allocate, SparePool& spares) {
   if (need <= kBlockBytes) {
     const uint64_t r = b->pool_read.load(std::memory_order_relaxed);
     if (r != b->pool_write.load(std::memory_order_acquire)) {
@@ -262,6 +265,12 @@ Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares) {
   b->block_bytes.fetch_add(capacity, std::memory_order_relaxed);
   if (capacity == kBlockBytes) {
     if (Block* got = spares.Take()) return got;
+    if (!bulk && !allocate) {
+      b->block_bytes.fetch_sub(capacity, std::memory_order_relaxed);
+      b->no_block_drops.store(b->no_block_drops.load(std::memory_order_relaxed) + 1,
+                              std::memory_order_relaxed);
+      return nullptr;
+    }
     if (!bulk) {
       b->allocated.store(b->allocated.load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);

@@ -134,6 +134,9 @@ struct ThreadBuffer {
   std::atomic<int64_t> starved{0};
   std::atomic<int64_t> starved_bytes{0};
   std::atomic<int64_t> allocated{0};
+  // Records dropped because no prepared block was left while the keeper runs (TakeBlock).
+  // Written by the owning thread only.
+  std::atomic<int64_t> no_block_drops{0};
   // The pool: slots [pool_read, pool_write) hold prepared blocks. The keeper (or the flusher
   // after a drain; either under pool_mu) fills slots and advances pool_write (release); the
   // thread takes from pool_read and advances it (release).
@@ -203,9 +206,12 @@ class SparePool {
 };
 
 // The next block for a record of `need` bytes, on the thread that owns `b` (recorder_blocks.cc).
-// `bulk`: a bulk write, whose burst is not the thread's rate (not counted). Null: over the
-// thread's memory bound, drop the record.
-Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, SparePool& spares);
+// `bulk`: a bulk write, whose burst is not the thread's rate (not counted). `allocate`: with no
+// prepared block left (pool and spares empty), allocate one here rather than drop the record
+// (bulk writes, records larger than a block, and a process whose keeper is not running or has
+// not refilled yet always may). Null: drop the record (over the thread's memory bound, or no
+// prepared block and not `allocate`: counted in no_block_drops).
+Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, bool allocate, SparePool& spares);
 
 // Moves blocks from the reserve of `b` into its pool, up to the pool's current size (the
 // flusher, under pool_mu, right after a drain put them there: a thread held at its bound

@@ -477,8 +477,9 @@ PyObject* SetMeta(PyObject*, PyObject* args) {
 PyObject* Stats(PyObject*, PyObject*) {
   instrument::RecorderStats s = instrument::Stats();
   return Py_BuildValue(
-      "{s:L,s:L,s:L,s:L,s:L,s:L}", "dropped_events", static_cast<long long>(s.dropped_events),
-      "pool_empty_allocations", static_cast<long long>(s.pool_empty_allocations), "spare_blocks",
+      "{s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "dropped_events", static_cast<long long>(s.dropped_events),
+      "no_block_drops", static_cast<long long>(s.no_block_drops), "pool_empty_allocations",
+      static_cast<long long>(s.pool_empty_allocations), "spare_blocks",
       static_cast<long long>(s.spare_blocks), "written_events",
       static_cast<long long>(s.written_events), "flushes", static_cast<long long>(s.flushes),
       "flush_cpu_ns", static_cast<long long>(s.flush_cpu_ns));
