@@ -178,8 +178,8 @@ TEST(RecorderTest, AThreadOutrunningItsPoolAndTheSparesDropsTheRestCountedWithou
   // it runs out of prepared blocks after about 166 000 records. The rest is dropped
   // and counted, none written into a block allocated on the thread, whose every page would
   // fault there: stored + dropped = emitted, and the thread takes no page fault. (Until
-  // 2026-12-05 it allocated them, 92 here; in the span load, 16 processes x 8 threads, those
-  // pages made up to 229 calls over 10 us in a 30 s run.)
+  // 2026-12-05 it allocated those blocks itself; in the span load, 16 processes x 8 threads,
+  // their pages made up to 229 calls over 10 us in a 30 s run.)
   const Burst b = RunBurst(/*bulk=*/false);
   EXPECT_EQ(b.stored + b.dropped, b.emitted);
   EXPECT_EQ(b.counted, b.dropped);
