@@ -240,10 +240,12 @@ void SparePool::Forget() {
 // fresh block whose every page would fault on this thread (on a VM that hands freed memory back
 // to its host, each such fault took 10-120 us). Bulk writes (a profiler's events stored at
 // once), records larger than a block, and threads of a process whose keeper does not run or
-// has not refilled yet (`allocate`) get a block allocated here instead, counted. Either way
-// the keeper grows the pool from the count of pool-empty records, in which bulk writes are not
-// counted (their burst is not the thread's rate). All within the thread's memory bound.
+// has not refilled yet (`allocate`) get a block allocated here instead, counted. The keeper
+// grows the pool from the bytes of the records that found it empty, dropped ones included, and
+// the spare blocks from the blocks taken past the pools; bulk writes count in neither (their
+// burst is not the thread's rate). All within the thread's memory bound.
 Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, bool allocate, SparePool& spares) {
+  const bool counted = need <= kBlockBytes && !bulk;
   if (need <= kBlockBytes) {
     const uint64_t r = b->pool_read.load(std::memory_order_relaxed);
     if (r != b->pool_write.load(std::memory_order_acquire)) {
@@ -251,20 +253,28 @@ Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, bool allocate, SparePo
       b->pool_read.store(r + 1, std::memory_order_release);
       return got;
     }
-    if (!bulk) {
-      b->starved.store(b->starved.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (counted) {
       b->starved_bytes.store(
           b->starved_bytes.load(std::memory_order_relaxed) + static_cast<int64_t>(need),
           std::memory_order_relaxed);
     }
   }
+  // A block taken past the pool (a spare or one allocated here): what the spares' demand counts.
+  auto starved = [b, counted] {
+    if (counted) {
+      b->starved.store(b->starved.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+  };
   const auto capacity = static_cast<uint32_t>(std::max<size_t>(kBlockBytes, need));
   if (b->block_bytes.load(std::memory_order_relaxed) + capacity > kMaxBufferedBytesPerThread) {
     return nullptr;
   }
   b->block_bytes.fetch_add(capacity, std::memory_order_relaxed);
   if (capacity == kBlockBytes) {
-    if (Block* got = spares.Take()) return got;
+    if (Block* got = spares.Take()) {
+      starved();
+      return got;
+    }
     if (!bulk && !allocate) {
       b->block_bytes.fetch_sub(capacity, std::memory_order_relaxed);
       b->no_block_drops.store(b->no_block_drops.load(std::memory_order_relaxed) + 1,
@@ -276,6 +286,7 @@ Block* TakeBlock(ThreadBuffer* b, size_t need, bool bulk, bool allocate, SparePo
                          std::memory_order_relaxed);
     }
   }
+  starved();
   // Not prepared here: mapping all 16 pages at once would make this one call take 16 page
   // faults (tens of microseconds on a VM). Mapped as records reach them instead, a call takes
   // one fault at most; the keeper maps what is left before the block goes into a pool.

@@ -128,9 +128,10 @@ struct ThreadBuffer {
   // Records accepted; only the owning thread writes it (a plain store: no locked instruction),
   // Stats reads it.
   std::atomic<int64_t> produced{0};
-  // Records that found the pool empty, and their bytes (the keeper sizes the pool from them),
-  // and the blocks the thread then allocated itself (no spare block either). Written by the
-  // owning thread only.
+  // Blocks taken past an empty pool (spare or allocated: the spares' demand), the bytes of
+  // every record that found the pool empty, dropped ones included (the keeper sizes the pool
+  // from them), and the blocks the thread allocated itself (no spare block either). Written by
+  // the owning thread only.
   std::atomic<int64_t> starved{0};
   std::atomic<int64_t> starved_bytes{0};
   std::atomic<int64_t> allocated{0};
