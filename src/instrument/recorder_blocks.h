@@ -7,7 +7,8 @@
 // that the pool keeper fills with prepared blocks, and the flusher with the blocks it has just
 // drained, one at a time under pool_mu (every page already mapped, so that the
 // recording thread takes no page fault). A thread that outruns its pool takes a spare block
-// (SparePool: prepared blocks that belong to no thread) and only then allocates one itself.
+// (SparePool: prepared blocks that belong to no thread); with none left it drops and counts
+// the record (TakeBlock: where no keeper prepares blocks, it allocates one itself).
 // Blocks come from the block arena (below), not from malloc. Drained blocks go back to the
 // thread's reserve, from which the keeper refills the pool.
 
@@ -62,8 +63,9 @@ inline constexpr int64_t kMinPoolBlocks = 2;
 // From the recorder's Start, until the keeper has refilled for a flush interval, the floor is
 // kStartSpareBlocks instead: a program's threads typically begin recording together, before
 // the keeper has seen any rate (span load: 16 processes x 8 threads flat out from Start, 30 s
-// runs: 61-125 blocks allocated on recording threads, all within their first 250 ms, 0-5 calls
-// over 10 us with a page fault; with this floor none allocated, no such call).
+// runs: 61-125 blocks allocated on recording threads within their first 1.5 s, 0-5 calls over
+// 10 us with a page fault; with this floor fewer runs had any, and what outruns it since is
+// dropped, not allocated).
 inline constexpr int kSpareSlots = 192;        // 12 MiB per process at most
 inline constexpr int kMinSpareBlocks = 80;     // 5 MiB
 inline constexpr int kStartSpareBlocks = 160;  // 10 MiB
