@@ -15,7 +15,8 @@ namespace {
 // (unless the window is stable: then they stay in the retired buffer, handed to the sink).
 class Window {
  public:
-  Window(ByteSource& src, TraceSink& sink, size_t initial, size_t max_bytes, bool stable)
+  Window(ByteSource& src, TraceSink& sink, size_t initial, size_t max_bytes, bool stable,
+         size_t first)
       : src_(src),
         sink_(sink),
         initial_(initial),
@@ -23,7 +24,9 @@ class Window {
         stable_(stable) {
     // Not zero-filled (a vector's resize was): a small trace touches only the pages it reads
     // into, instead of memset and page faults over the whole first window (1 MiB).
-    buf_ = stable_ ? sink_.NewWindow(initial)
+    // Stable windows may start smaller; each refill then doubles them up to `initial`.
+    size_ = stable_ && first > 0 && first < initial ? first : initial;
+    buf_ = stable_ ? sink_.NewWindow(size_)
                    : TextBuffer{std::unique_ptr<char[]>(new char[initial]), initial};
   }
 
@@ -46,8 +49,9 @@ class Window {
     if (stable_) {
       // A fresh window (grown when one element fills the old one, else back to the initial
       // size) with the kept bytes copied; the old one, with the views into it, to the sink.
+      size_ = std::min(size_ * 2, initial_);
       const size_t cap = full ? std::min(buf_.capacity * 2, max_bytes_)
-                              : std::max(initial_, std::min(keep * 2, max_bytes_));
+                              : std::max(size_, std::min(keep * 2, max_bytes_));
       TextBuffer next = sink_.NewWindow(cap);
       std::memcpy(next.data.get(), buf_.data.get() + keep_from, keep);
       sink_.OnWindowRetired(std::exchange(buf_, std::move(next)));
@@ -81,6 +85,7 @@ class Window {
   ByteSource& src_;
   TraceSink& sink_;
   size_t initial_;
+  size_t size_ = 0;  // of the next stable window, unless one element needs more
   size_t max_bytes_;
   bool stable_;
   TextBuffer buf_;
@@ -94,7 +99,7 @@ class Streamer {
  public:
   Streamer(ByteSource& src, TraceSink& sink, const StreamOptions& options)
       : w_(src, sink, options.initial_buffer_bytes, options.max_element_bytes,
-           options.stable_windows),
+           options.stable_windows, options.first_window_bytes),
         src_(src),
         sink_(sink),
         options_(options) {}
@@ -240,6 +245,7 @@ class Streamer {
       if (cut) {
         return DataLoss(src_.path() + ": JSON ends inside member \"" + key + "\" (truncated?)");
       }
+      sink_.set_element_offset(w_.base_offset() + static_cast<int64_t>(vs));
       TP_RETURN_IF_ERROR(sink_.OnTopLevel(key, std::string_view(w_.data() + vs, ve - vs)));
     }
   }
@@ -280,6 +286,7 @@ class Streamer {
       while (true) {
         const char* element_end = nullptr;
         Status status;
+        sink_.set_element_offset(w_.base_offset() + static_cast<int64_t>(pos_));
         InPlaceResult r =
             sink_.OnEventInPlace(w_.data() + pos_, w_.data() + w_.size(), &element_end, &status);
         if (r == InPlaceResult::kDone) {
@@ -314,6 +321,7 @@ class Streamer {
                       std::to_string(result_.events) + " events (truncated file?)");
     }
     ++result_.events;
+    sink_.set_element_offset(w_.base_offset() + static_cast<int64_t>(s));
     TP_RETURN_IF_ERROR(sink_.OnEvent(std::string_view(w_.data() + s, e - s)));
     return false;
   }

@@ -60,6 +60,14 @@ class TraceSink {
   virtual TextBuffer NewWindow(size_t capacity) {
     return TextBuffer{std::unique_ptr<char[]>(new char[capacity]), capacity};
   }
+
+  // Where the element handed to OnEventInPlace or OnEvent (or the value to OnTopLevel) starts in
+  // the text, in bytes from its start: set by the streamer before each of those calls.
+  int64_t element_offset() const { return element_offset_; }
+  void set_element_offset(int64_t offset) { element_offset_ = offset; }
+
+ private:
+  int64_t element_offset_ = 0;
 };
 
 struct StreamOptions {
@@ -77,6 +85,11 @@ struct StreamOptions {
   // on another thread (the Kineto importer's pipeline). A window grown for one large element
   // goes back to initial_buffer_bytes at the next refill.
   bool stable_windows = false;
+  // Stable windows: the first window's size, when smaller than initial_buffer_bytes (0: the
+  // same); each refill doubles it, up to initial_buffer_bytes. The pipeline's second thread
+  // waits for the first window to be parsed before it has anything to do; small ones get it
+  // going sooner.
+  size_t first_window_bytes = 0;
 };
 
 struct StreamResult {

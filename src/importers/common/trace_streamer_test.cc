@@ -49,6 +49,57 @@ TEST(TraceStreamerTest, StreamsObjectFormAcrossTinyWindows) {
   }
 }
 
+// Stable windows from a small first one: each refill doubles the window up to the initial
+// size. And every element and top-level value is where element_offset says it is in the text.
+TEST(TraceStreamerTest, StableWindowsStartSmallAndElementOffsetsPointIntoTheText) {
+  class OffsetSink : public TraceSink {
+   public:
+    Status OnEvent(std::string_view e) override {
+      at.emplace_back(element_offset(), std::string(e));
+      return OkStatus();
+    }
+    Status OnTopLevel(std::string_view k, std::string_view v) override {
+      (void)k;
+      at.emplace_back(element_offset(), std::string(v));
+      return OkStatus();
+    }
+    TextBuffer NewWindow(size_t capacity) override {
+      capacities.push_back(capacity);
+      return TraceSink::NewWindow(capacity);
+    }
+    void OnWindowRetired(TextBuffer) override {}
+    std::vector<std::pair<int64_t, std::string>> at;
+    std::vector<size_t> capacities;
+  };
+  std::string text = "{\"schemaVersion\": 1, \"traceEvents\": [";
+  for (int i = 0; i < 400; ++i) {
+    text += i == 0 ? "\n  " : (i % 3 == 0 ? "," : " ,\n    ");
+    text += "{\"ph\": \"X\", \"name\": \"op" + std::to_string(i) +
+            "\", \"ts\": " + std::to_string(1000 + i) + "}";
+  }
+  text += "\n], \"baseTimeNanoseconds\": 17}";
+  const std::string path = testing::TempDir() + "/offsets.json";
+  testing::WriteFile(path, text);
+  auto src = ByteSource::Open(path);
+  ASSERT_TRUE(src.ok());
+  OffsetSink sink;
+  StreamOptions options;
+  options.stable_windows = true;
+  options.initial_buffer_bytes = 1024;
+  options.first_window_bytes = 64;
+  auto r = StreamTrace(**src, sink, options);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(sink.at.size(), 402u);  // two top-level values, 400 events
+  for (const auto& [offset, element] : sink.at) {
+    ASSERT_LE(offset + static_cast<int64_t>(element.size()), static_cast<int64_t>(text.size()));
+    EXPECT_EQ(text.substr(static_cast<size_t>(offset), element.size()), element) << offset;
+  }
+  EXPECT_EQ(sink.at.back().second, "17");
+  ASSERT_GE(sink.capacities.size(), 6u);
+  const std::vector<size_t> first = {64, 128, 256, 512, 1024, 1024};
+  EXPECT_EQ(std::vector<size_t>(sink.capacities.begin(), sink.capacities.begin() + 6), first);
+}
+
 TEST(TraceStreamerTest, BadInputsAreClearErrors) {
   std::string dir = testing::TempDir();
   CollectSink sink;

@@ -19,6 +19,10 @@ struct RawEvent {
   std::string_view name, cat, args, s, bp;
   std::string_view pid, tid, ts, dur, id;
   bool has_name = false;
+  // Where the element ends in the trace's text (bytes from its start; the parsers leave it 0,
+  // the importer's sinks set it from TraceSink::element_offset): how far into the file the
+  // importer is, which decides where it cuts its store batches.
+  int64_t text_end = 0;
 };
 
 // False when the text is not an object or a member is malformed.

@@ -32,6 +32,12 @@ constexpr size_t kTailBytes = 1 << 16;
 // A flush also when this much args text is buffered: events with call stacks in their args
 // (~500 bytes each) would otherwise hold 30 MB per 64 Ki-event batch.
 constexpr int64_t kFlushArgsBytes = 4 << 20;
+// Batches are also cut by the trace text they came from, so that the last one, which is encoded
+// after the stream ends while nothing else runs, is small: a batch is cut once it came from an
+// eighth of the file's text, or from as much text as the file has left (by its size hint), so
+// that the batches shrink by halves toward the end; never below this much text.
+constexpr int64_t kMinBatchTextBytes = 1 << 20;
+constexpr int64_t kBatchesPerFile = 8;
 // One event's args beyond this are not stored (counted): a store chunk must stay readable.
 constexpr size_t kMaxArgsBytes = 16 << 20;
 // Traces of less JSON than this are read and parsed on the importing thread (auto mode).
@@ -109,9 +115,12 @@ struct RunState {
 // one thread) or, already parsed, from the pipeline (kineto_parse_pipeline.h).
 class FileImporter : public ParsedEventSink {
  public:
-  FileImporter(RunState& run, std::string path, bool gzip)
-      : run_(run), path_(std::move(path)), gzip_(gzip) {
+  // text_bytes_hint: about how much text the file holds (ByteSource::text_bytes_hint; 0 when
+  // unknown).
+  FileImporter(RunState& run, std::string path, bool gzip, int64_t text_bytes_hint)
+      : run_(run), path_(std::move(path)), gzip_(gzip), text_hint_(text_bytes_hint) {
     summary_.path = path_;
+    batch_text_max_ = std::max(kMinBatchTextBytes, text_hint_ / kBatchesPerFile);
   }
 
   Status OnTopLevel(std::string_view key, std::string_view value) override {
@@ -163,7 +172,7 @@ class FileImporter : public ParsedEventSink {
   // The fast path: the element parsed where it lies in the read buffer, in one pass.
   InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
                                Status* status) override {
-    return ParseInPlaceAndTake(p, end, element_end, &scratch_, &args_, status,
+    return ParseInPlaceAndTake(p, end, element_offset(), element_end, &scratch_, &args_, status,
                                [&](const RawEvent& e) { return Handle(e); });
   }
 
@@ -181,12 +190,14 @@ class FileImporter : public ParsedEventSink {
     args_.clear();
     if (!e.args.empty()) json::AppendMinified(e.args, &args_);
     e.args = args_;
+    e.text_end = element_offset() + static_cast<int64_t>(text.size());
     return Handle(e);
   }
 
   // One parsed element; e.args is minified.
   Status Handle(const RawEvent& e) {
     ++summary_.elements;
+    if (e.text_end > text_seen_) text_seen_ = e.text_end;
     if (!started_) TP_RETURN_IF_ERROR(Start());
     switch (e.ph) {
       case 'X':
@@ -363,11 +374,21 @@ class FileImporter : public ParsedEventSink {
     ++summary_.events_stored;
     CountCategory(ev.category);
     writer_->AppendEvent(ev);
-    if (++pending_ >= run_.flush_events || writer_->buffered_event_bytes() >= kFlushArgsBytes) {
+    if (++pending_ >= run_.flush_events || writer_->buffered_event_bytes() >= kFlushArgsBytes ||
+        CutForText()) {
       pending_ = 0;
+      batch_from_ = text_seen_;
       TP_RETURN_IF_ERROR(FlushInBackground());
     }
     return OkStatus();
+  }
+
+  // The batch came from an eighth of the file's text, or from as much text as is left (neither
+  // when the hint proved wrong: more text than it said).
+  bool CutForText() const {
+    const int64_t batch = text_seen_ - batch_from_;
+    if (batch < kMinBatchTextBytes || text_hint_ <= 0 || text_seen_ > text_hint_) return false;
+    return batch >= batch_text_max_ || batch >= text_hint_ - text_seen_;
   }
 
   // Encoding, compressing and writing a batch (about a fifth of an import's CPU) runs on a
@@ -604,6 +625,10 @@ class FileImporter : public ParsedEventSink {
   bool late_header_ = false;
   store::NodeStoreWriter* writer_ = nullptr;
   int64_t pending_ = 0;
+  const int64_t text_hint_;
+  int64_t batch_text_max_ = 0;
+  int64_t text_seen_ = 0;         // where the last element handled ends in the text
+  int64_t batch_from_ = 0;        // where the batch began
   std::future<Status> flushing_;  // the batch being written on the second thread
   std::string scratch_;
   std::string args_;       // the current event's args, minified
@@ -643,7 +668,7 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
       break;
     }
     (*src)->set_progress(options.progress);
-    FileImporter file(run, path, (*src)->gzip());
+    FileImporter file(run, path, (*src)->gzip(), (*src)->text_bytes_hint());
     StreamOptions stream_options;
     stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
     // A small trace reads through a smaller window (it still grows for a larger element): a

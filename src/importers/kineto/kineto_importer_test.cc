@@ -195,7 +195,7 @@ TEST(KinetoImporterTest, TinyReadWindowGivesTheSameRun) {
 
 TEST(KinetoImporterTest, BatchesWrittenOnASecondThreadGiveTheSameRun) {
   // 4000-event batches: 18 flushes, each written on the second thread while the next batch is
-  // parsed; against one batch written at the end on the parsing thread.
+  // parsed; against batches cut by the file's text only (about 2 MB of it each).
   const std::string file =
       SharedData(kHta + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
   std::string runs[2];
@@ -427,6 +427,72 @@ TEST(KinetoImporterTest, TwoThreadParseOfAGeneratedTraceGivesTheSameStore) {
     for (const auto& r : w.results) ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(w.results[0]->files.at(0).elements, 40000);
     ExpectSameImports(w, "window " + std::to_string(window));
+  }
+}
+
+// The event chunks of a run's one store, in the order they were written: their event counts.
+std::vector<int64_t> EventChunkCounts(const std::string& run) {
+  std::vector<int64_t> counts;
+  auto nodes = ListDirectory(run + "/nodes");
+  if (!nodes.ok() || nodes->size() != 1) return counts;
+  auto db = store::SqliteDb::Open(run + "/nodes/" + nodes->front() + "/store.sqlite",
+                                  store::SqliteDb::Mode::kReadOnly);
+  if (!db.ok()) return counts;
+  auto st = (*db)->Prepare("SELECT count FROM event_chunks ORDER BY id");
+  if (!st.ok()) return counts;
+  Status status;
+  while (st->Step(&status)) counts.push_back(st->Int(0));
+  return counts;
+}
+
+// The last batch is encoded after the stream ends, while nothing else runs: the importer cuts
+// its batches by the file's text, at most an eighth of it each and shrinking by halves toward
+// the end, so that the last holds at most 1 MiB of text. A generated 24 MiB trace of events of
+// one length (so a chunk's text is its count times that length and the ",\n" between them),
+// below the event count that cuts batches; one way and the other, the same store.
+TEST(KinetoImporterTest, BatchesFollowTheFileTextSoTheLastOneIsSmall) {
+  const std::string trace = TempDir() + "/even.json";
+  const std::string head = "{\"traceEvents\": [\n";
+  int64_t stride = 0, events = 0, text_bytes = 0;
+  {
+    std::ofstream f(trace);
+    f << head;
+    text_bytes += static_cast<int64_t>(head.size());
+    char e[256];
+    for (int64_t i = 0; text_bytes < (int64_t{24} << 20); ++i) {
+      // Fixed width: every element the same length.
+      const int n = std::snprintf(e, sizeof e,
+                                  "%s{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", "
+                                  "\"pid\": 1, \"tid\": 2, \"ts\": %016lld, \"dur\": 5, "
+                                  "\"args\": {\"External id\": %09lld}}",
+                                  i == 0 ? "" : ",\n", 1700000000000000LL + i * 10,
+                                  static_cast<long long>(i));
+      f.write(e, n);
+      if (i == 1) stride = n;  // an element and the ",\n" before it
+      text_bytes += n;
+      ++events;
+    }
+    f << "\n]}\n";
+  }
+  const BothWays w = ImportBothWays(trace, size_t{1} << 20);
+  for (const auto& r : w.results) ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(w.results[1]->events_stored, events);
+  ExpectSameImports(w, "even.json");
+  const std::vector<int64_t> counts = EventChunkCounts(w.runs[1]);
+  ASSERT_GE(counts.size(), 9u);  // eight eighths, then the halves of the last
+  int64_t total = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    total += counts[i];
+    EXPECT_LE(counts[i] * stride, text_bytes / 8 + stride) << "chunk " << i;
+    if (i + 1 < counts.size()) {
+      EXPECT_GE(counts[i] * stride, int64_t{1} << 20) << "chunk " << i;
+    }
+  }
+  EXPECT_EQ(total, events);
+  EXPECT_LE(counts.back() * stride, (int64_t{1} << 20) + stride);
+  // Shrinking toward the end: each of the last three at most the one before.
+  for (size_t i = counts.size() - 3; i + 1 < counts.size(); ++i) {
+    EXPECT_LE(counts[i + 1], counts[i]) << "chunk " << i + 1;
   }
 }
 

@@ -31,7 +31,9 @@ struct Item {
   Kind kind = Kind::kParsed;
   char ph = 0;
   bool has_name = false;
-  uint32_t key = 0;  // kTopLevel: its name, in Batch::keys (Item stays trivial to drop)
+  // kTopLevel: its name, in Batch::keys (Item stays trivial to drop); kParsed and kText: where
+  // the element ends in the text, from Batch::text_base.
+  uint32_t key = 0;
   // kParsed: the RawEvent's views; kText: the element in [0]; kTopLevel: the value in [0].
   PackedView view[kFields];
 };
@@ -44,6 +46,7 @@ static_assert((size_t{1} << 20) + kMaxTraceElementBytes < PackedView::kInArena);
 struct Batch {
   TextBuffer window;
   const char* anchor = nullptr;  // the window's first element: window views are offsets from it
+  int64_t text_base = 0;         // where the anchor is in the text
   std::vector<Item> items;
   std::string arena;              // minified args, unescaped names, anything not in the window
   std::vector<std::string> keys;  // top-level member names
@@ -57,6 +60,7 @@ struct Batch {
   void Unpack(const Item& it, RawEvent* e) const {
     e->ph = it.ph;
     e->has_name = it.has_name;
+    e->text_end = text_base + it.key;
     e->name = View(it.view[Item::kName]);
     e->cat = View(it.view[Item::kCat]);
     e->args = View(it.view[Item::kArgs]);
@@ -70,6 +74,7 @@ struct Batch {
   }
   void Clear() {
     anchor = nullptr;
+    text_base = 0;
     items.clear();
     arena.clear();
     keys.clear();
@@ -197,11 +202,12 @@ class Recorder : public TraceSink {
       since_check_ = 0;
       if (channel_.cancelled()) *status = Stopped();
     }
-    if (batch_->anchor == nullptr) batch_->anchor = p;
+    Anchor(p);
     Item& it = NewItem(Item::Kind::kParsed);
     const RawEvent& e = event_;
     it.ph = e.ph;
     it.has_name = e.has_name;
+    it.key = static_cast<uint32_t>(*element_end - batch_->anchor);
     // The args first: they are in the arena, which the others may still grow.
     it.view[Item::kArgs] = Pack(e.args, *element_end);
     it.view[Item::kName] = Pack(e.name, *element_end);  // scratch_ when it had escapes
@@ -217,14 +223,15 @@ class Recorder : public TraceSink {
   }
 
   Status OnEvent(std::string_view text) override {
-    if (batch_->anchor == nullptr) batch_->anchor = text.data();
+    Anchor(text.data());
     Item& it = NewItem(Item::Kind::kText);
+    it.key = static_cast<uint32_t>(text.data() + text.size() - batch_->anchor);
     it.view[0] = Pack(text, text.data() + text.size());
     return channel_.cancelled() ? Stopped() : OkStatus();
   }
 
   Status OnTopLevel(std::string_view key, std::string_view value) override {
-    if (batch_->anchor == nullptr) batch_->anchor = value.data();
+    Anchor(value.data());
     Item& it = NewItem(Item::Kind::kTopLevel);
     it.key = static_cast<uint32_t>(batch_->keys.size());
     batch_->keys.emplace_back(key);
@@ -248,6 +255,14 @@ class Recorder : public TraceSink {
   }
 
  private:
+  // The batch's first element (at element_offset() in the text) anchors its views.
+  void Anchor(const char* element) {
+    if (batch_->anchor == nullptr) {
+      batch_->anchor = element;
+      batch_->text_base = element_offset();
+    }
+  }
+
   Item& NewItem(Item::Kind kind) {
     Item& it = batch_->items.emplace_back();
     it.kind = kind;
@@ -292,10 +307,13 @@ class SerialAdapter : public TraceSink {
   explicit SerialAdapter(ParsedEventSink& sink) : sink_(sink) {}
   InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
                                Status* status) override {
-    return ParseInPlaceAndTake(p, end, element_end, &scratch_, &args_, status,
+    return ParseInPlaceAndTake(p, end, element_offset(), element_end, &scratch_, &args_, status,
                                [&](const RawEvent& e) { return sink_.OnParsedEvent(e); });
   }
-  Status OnEvent(std::string_view text) override { return sink_.OnEvent(text); }
+  Status OnEvent(std::string_view text) override {
+    sink_.set_element_offset(element_offset());
+    return sink_.OnEvent(text);
+  }
   Status OnTopLevel(std::string_view key, std::string_view value) override {
     return sink_.OnTopLevel(key, value);
   }
@@ -310,8 +328,11 @@ Status Dispatch(const Batch& b, const Item& it, ParsedEventSink& sink, RawEvent*
     case Item::Kind::kParsed:
       b.Unpack(it, event);
       return sink.OnParsedEvent(*event);
-    case Item::Kind::kText:
-      return sink.OnEvent(b.View(it.view[0]));
+    case Item::Kind::kText: {
+      const std::string_view text = b.View(it.view[0]);
+      sink.set_element_offset(b.text_base + it.key - static_cast<int64_t>(text.size()));
+      return sink.OnEvent(text);
+    }
     case Item::Kind::kTopLevel:
       return sink.OnTopLevel(b.keys[it.key], b.View(it.view[0]));
   }
@@ -324,6 +345,8 @@ StatusOr<StreamResult> StreamTraceParallel(ByteSource& source, ParsedEventSink& 
                                            const StreamOptions& options) {
   StreamOptions stable = options;
   stable.stable_windows = true;
+  // The caller's thread has nothing to do until the first window is parsed: a small one.
+  if (stable.first_window_bytes == 0) stable.first_window_bytes = kFirstWindowBytes;
   // Items hold 31-bit offsets into a window and its arena (PackedView): a window, which holds
   // at most one read buffer and one element, must stay below that.
   if (options.initial_buffer_bytes + options.max_element_bytes >= PackedView::kInArena) {

@@ -29,6 +29,9 @@ inline constexpr size_t kMaxQueuedWindows = 3;
 // the events have their end inflated once more before the first event is stored (about 12 ms
 // for an 87 MB trace), and the reading thread keeps parsing meanwhile.
 inline constexpr size_t kMaxReadAheadWindows = 16;
+// The first window (StreamOptions::first_window_bytes) unless the options set one: the
+// caller's thread starts storing once this much is parsed, instead of a whole window.
+inline constexpr size_t kFirstWindowBytes = 64 << 10;
 
 class ParsedEventSink : public TraceSink {
  public:
@@ -66,16 +69,18 @@ class ParsedEventSink : public TraceSink {
   ReadAhead* read_ahead_ = nullptr;
 };
 
-// A sink's OnEventInPlace on one thread: the element at p parsed in place (its args minified
-// into *args), then given to `take`; what the fast path does not take is left to OnEvent.
+// A sink's OnEventInPlace on one thread: the element at p (at `offset` in the text) parsed in
+// place (its args minified into *args), then given to `take`; what the fast path does not take
+// is left to OnEvent.
 template <typename Take>
-InPlaceResult ParseInPlaceAndTake(const char* p, const char* end, const char** element_end,
-                                  std::string* scratch, std::string* args, Status* status,
-                                  const Take& take) {
+InPlaceResult ParseInPlaceAndTake(const char* p, const char* end, int64_t offset,
+                                  const char** element_end, std::string* scratch, std::string* args,
+                                  Status* status, const Take& take) {
   RawEvent e;
   args->clear();
   switch (ParseEventInPlace(p, end, &e, scratch, args, element_end)) {
     case InPlace::kOk:
+      e.text_end = offset + (*element_end - p);
       *status = take(e);
       return InPlaceResult::kDone;
     case InPlace::kIncomplete:
