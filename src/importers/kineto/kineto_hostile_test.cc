@@ -112,15 +112,27 @@ TEST(KinetoHostileTest, JsonNestingCheckAgreesWithThePlainLoop) {
   const std::string alphabet = "{{[[}]\"\\a:,";
   int exceeded = 0;
   for (int n = 0; n < 20000; ++n) {
-    std::string text(rng() % 200, ' ');
+    // One text in ten is long (up to 250 words of 8 bytes, several sums of the lane counts) with
+    // a limit of hundreds of brackets.
+    const bool long_text = n % 10 == 0;
+    std::string text(rng() % (long_text ? 2000 : 200), ' ');
     const bool any_byte = n % 4 == 0;
     for (char& c : text) {
       c = any_byte ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
     }
-    const int limit = static_cast<int>(rng() % 12);
+    const int limit = static_cast<int>(long_text ? rng() % 800 : rng() % 12);
     const bool want = plain(text, limit);
     exceeded += want;
     ASSERT_EQ(JsonNestingExceeds(text, limit), want) << "limit " << limit << ": " << text;
+  }
+  // Only brackets, past where the lane counts are summed (every 64 words of 8 bytes): nested
+  // exactly as deep as the text is long.
+  for (size_t length : {size_t{511}, size_t{512}, size_t{513}, size_t{4100}}) {
+    std::string text;
+    for (size_t k = 0; k < length; ++k) text.push_back(k % 3 == 0 ? '[' : '{');
+    const int depth = static_cast<int>(length);
+    EXPECT_TRUE(JsonNestingExceeds(text, depth - 1)) << length;
+    EXPECT_FALSE(JsonNestingExceeds(text, depth)) << length;
   }
   EXPECT_GT(exceeded, 1000);  // both answers were exercised
   EXPECT_LT(exceeded, 19000);
