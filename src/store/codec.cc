@@ -447,6 +447,14 @@ void EventColumns::Clear() {
   args.clear();
 }
 
+void EventColumns::Reserve(size_t events, size_t args_bytes) {
+  kind.reserve(events);
+  for (auto* v : {&start_ns, &duration_ns, &step, &pid, &tid, &rank}) v->reserve(events);
+  for (auto* v : {&name_id, &category_id, &mode_id}) v->reserve(events);
+  args_end.reserve(events);
+  args.reserve(args_bytes);
+}
+
 ZstdCompressor::ZstdCompressor(int level) : cctx_(ZSTD_createCCtx()), level_(level) {
   TP_CHECK(cctx_ != nullptr);
 }
@@ -482,15 +490,13 @@ inline uint64_t OptionalCode(int64_t v) { return v == model::kMissing ? 0 : ZigZ
 }  // namespace
 
 void EncodeEventColumns(const EventColumns& c, std::span<const uint32_t> order,
-                        ZstdCompressor& zstd, std::string* raw, std::string* out) {
+                        ZstdCompressor& zstd, EncodeScratch* raw, std::string* out) {
   const size_t n = order.size();
   size_t args_bytes = 0;
   for (uint32_t i : order) args_bytes += c.args_end[i] - (i == 0 ? 0 : c.args_end[i - 1]);
-  // Room for the largest varints: 10 bytes each of 10 numbers per event, plus the args. The
-  // scratch only grows (shrinking it would make the next chunk zero-fill it again).
-  const size_t bound = 16 + n * 101 + args_bytes;
-  if (raw->size() < bound) raw->resize(bound);
-  char* p = raw->data();
+  // Room for the largest varints: 10 bytes each of 10 numbers per event, plus the args.
+  char* const begin = raw->Room(16 + n * 101 + args_bytes);
+  char* p = begin;
   *p++ = static_cast<char>(kEventChunkVersion);
   p = PutVarintAt(p, n);
   for (uint32_t i : order) *p++ = static_cast<char>(c.kind[i]);
@@ -514,7 +520,7 @@ void EncodeEventColumns(const EventColumns& c, std::span<const uint32_t> order,
     std::memcpy(p, a.data(), a.size());
     p += a.size();
   }
-  zstd.Compress(std::string_view(raw->data(), static_cast<size_t>(p - raw->data())), out);
+  zstd.Compress(std::string_view(begin, static_cast<size_t>(p - begin)), out);
 }
 
 void StableSortByKey(std::span<const int64_t> keys, std::vector<uint32_t>* order) {

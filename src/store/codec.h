@@ -157,6 +157,8 @@ struct EventColumns {
     return std::string_view(args).substr(begin, args_end[i] - begin);
   }
   void Clear();
+  // Room for this many events and bytes of args without growing (nothing is touched).
+  void Reserve(size_t events, size_t args_bytes);
 };
 
 // A compression context kept across chunks (creating one per chunk costs more than a small
@@ -178,10 +180,26 @@ class ZstdCompressor {
   size_t room_bytes_ = 0;
 };
 
+// Room for EncodeEventColumns' uncompressed chunk, reused between calls and never zeroed: only
+// the pages the chunk reaches are touched. Its bound counts 10 bytes for each varint, which
+// mostly take 1 to 3: zero-filling it (a string's resize) faulted in three times the pages the
+// chunk needs, a tenth of an import's page faults.
+struct EncodeScratch {
+  std::unique_ptr<char[]> data;
+  size_t capacity = 0;
+  char* Room(size_t bytes) {
+    if (capacity < bytes) {
+      data.reset(new char[bytes]);  // not value-initialized: no page is touched here
+      capacity = bytes;
+    }
+    return data.get();
+  }
+};
+
 // The same chunk format as EncodeEventChunk, from `columns` taken in `order` (indices whose
-// start_ns ascend). `raw` is scratch reused between calls (its size is its capacity).
+// start_ns ascend).
 void EncodeEventColumns(const EventColumns& columns, std::span<const uint32_t> order,
-                        ZstdCompressor& zstd, std::string* raw, std::string* out);
+                        ZstdCompressor& zstd, EncodeScratch* raw, std::string* out);
 
 // Sorts `order` (indices into `keys`) by key, ties keeping their order: an LSD radix sort on
 // the keys' offsets from their minimum, so a flush of 256 Ki events is linear, not n log n.

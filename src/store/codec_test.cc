@@ -160,7 +160,8 @@ TEST(CodecTest, ColumnEncoderWritesTheSameChunkFormat) {
   std::vector<EncodedEvent> sorted;
   for (uint32_t i : order) sorted.push_back(rows[i]);
   ZstdCompressor zstd(3);
-  std::string raw, blob;
+  EncodeScratch raw;
+  std::string blob;
   EncodeEventColumns(c, order, zstd, &raw, &blob);
   std::vector<EncodedEvent> a, b;
   ASSERT_TRUE(DecodeEventChunk(blob, order.size(), &a).ok());

@@ -244,6 +244,13 @@ Status NodeStoreWriter::Flush(int encode_threads) {
   return WriteTakenLocked(pending);
 }
 
+void NodeStoreWriter::ReserveEvents(size_t events, size_t args_bytes) {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);  // spare_events_ is the writes'
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.Reserve(events, args_bytes);
+  spare_events_.Reserve(events, args_bytes);
+}
+
 std::function<Status()> NodeStoreWriter::CutBatch() {
   auto pending = std::make_shared<Pending>();
   {
@@ -508,7 +515,7 @@ Status NodeStoreWriter::WriteLocked(Pending& pending, bool seal_all) {
         if (!helper_zstd_) helper_zstd_ = std::make_unique<ZstdCompressor>(options_.zstd_level);
         std::vector<std::string> blobs(ranges.size());
         auto encode_first_half = [&] {
-          std::string raw;
+          EncodeScratch raw;
           for (size_t k = 0; k < half; ++k) {
             EncodeEventColumns(ev, order_of(ranges[k]), *helper_zstd_, &raw, &blobs[k]);
           }

@@ -80,6 +80,10 @@ class NodeStoreWriter {
   void AppendEvent(const model::Event& event);
   // The same without building a model::Event: the views are copied before this returns.
   void AppendEvent(const model::EventView& event);
+  // Room for batches of this many events and bytes of args in the buffers that take them and in
+  // the spare set they alternate with: a writer that knows its batch sizes (an import) fills
+  // them without growing them, each growth a copy and fresh pages to fault in.
+  void ReserveEvents(size_t events, size_t args_bytes);
   void AddFinding(model::Finding finding);
   // Adds `delta` to a data-quality counter (see model/data_quality.h).
   void AddCounter(const std::string& name, int64_t delta);
@@ -152,7 +156,8 @@ class NodeStoreWriter {
   uint32_t persisted_strings_ = 0;
   EventColumns spare_events_;  // the last flush's columns, emptied, capacity kept
   std::vector<uint32_t> order_;
-  std::string raw_chunk_, blob_;
+  EncodeScratch raw_chunk_;
+  std::string blob_;
   // metric_times row -> chunks written by this writer that refer to it; a row is deleted with
   // the last tail chunk referring to it (sealed chunks are never deleted).
   std::unordered_map<int64_t, int64_t> times_refs_;

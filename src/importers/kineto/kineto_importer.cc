@@ -278,6 +278,11 @@ class FileImporter : public ParsedEventSink {
     node_.node = store::SanitizeNodeName(node_.node);
     summary_.node = node_.node;
     TP_ASSIGN_OR_RETURN(writer_, run_.builder->Node(node_));
+    // A batch is cut at flush_events events or kFlushArgsBytes of args: room for one from the
+    // start (a batch's buffers grown by doubling copied themselves and faulted in twice the
+    // pages). Capped: a test's one-batch import asks for millions.
+    writer_->ReserveEvents(static_cast<size_t>(std::min<int64_t>(run_.flush_events, 1 << 16)),
+                           static_cast<size_t>(kFlushArgsBytes + (64 << 10)));
     return OkStatus();
   }
 

@@ -182,7 +182,7 @@ Status Stopped() { return FailedPrecondition("stopped: the importer refused an e
 class Recorder : public TraceSink {
  public:
   Recorder(Channel& channel, size_t window_bytes)
-      : channel_(channel), window_bytes_(window_bytes), batch_(channel.TakeBatch()) {}
+      : channel_(channel), window_bytes_(window_bytes), batch_(NextBatch()) {}
 
   InPlaceResult OnEventInPlace(const char* p, const char* end, const char** element_end,
                                Status* status) override {
@@ -251,10 +251,18 @@ class Recorder : public TraceSink {
         // The caller stopped: nothing more is read from this batch.
       }
     }
-    batch_ = channel_.TakeBatch();
+    batch_ = NextBatch();
   }
 
  private:
+  // A recycled batch, or a new one with room for a window of events of 128 bytes each (a
+  // trace's are 150 to 500): its items grow rarely, each growth a copy and fresh pages.
+  std::unique_ptr<Batch> NextBatch() {
+    std::unique_ptr<Batch> b = channel_.TakeBatch();
+    if (b->items.capacity() == 0) b->items.reserve(window_bytes_ / 128);
+    return b;
+  }
+
   // The batch's first element (at element_offset() in the text) anchors its views.
   void Anchor(const char* element) {
     if (batch_->anchor == nullptr) {
