@@ -268,6 +268,7 @@ int RealTraces(const std::vector<std::string>& files, const std::string& dir, in
   }
   trainprof::bench::ReportFigure("import.real_events_per_s", rates);
   trainprof::bench::ReportFigure("import.real_gzip_events_per_s", given_rates);
+  trainprof::bench::ReportFigure("import.two_core_ratio", total_one_core_wall / total_given_wall);
   return 0;
 }
 
