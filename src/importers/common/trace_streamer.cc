@@ -46,7 +46,10 @@ class Window {
                       "damaged or not a trace");
     }
     const size_t keep = len_ - keep_from;
-    if (stable_) {
+    if (stable_ && len_ == 0) {
+      // Nothing read into this window yet (the first refill), so nothing points into it: read
+      // into it.
+    } else if (stable_) {
       // A fresh window (grown when one element fills the old one, else back to the initial
       // size) with the kept bytes copied; the old one, with the views into it, to the sink.
       size_ = std::min(size_ * 2, initial_);

@@ -61,15 +61,20 @@ TEST(TraceStreamerTest, StableWindowsStartSmallAndElementOffsetsPointIntoTheText
     Status OnTopLevel(std::string_view k, std::string_view v) override {
       (void)k;
       at.emplace_back(element_offset(), std::string(v));
+      if (first_value == nullptr) first_value = v.data();
       return OkStatus();
     }
     TextBuffer NewWindow(size_t capacity) override {
       capacities.push_back(capacity);
-      return TraceSink::NewWindow(capacity);
+      TextBuffer b = TraceSink::NewWindow(capacity);
+      if (first_window == nullptr) first_window = b.data.get();
+      return b;
     }
     void OnWindowRetired(TextBuffer) override {}
     std::vector<std::pair<int64_t, std::string>> at;
     std::vector<size_t> capacities;
+    const char* first_window = nullptr;
+    const char* first_value = nullptr;  // of the first top-level member
   };
   std::string text = "{\"schemaVersion\": 1, \"traceEvents\": [";
   for (int i = 0; i < 400; ++i) {
@@ -95,6 +100,10 @@ TEST(TraceStreamerTest, StableWindowsStartSmallAndElementOffsetsPointIntoTheText
     EXPECT_EQ(text.substr(static_cast<size_t>(offset), element.size()), element) << offset;
   }
   EXPECT_EQ(sink.at.back().second, "17");
+  // The first window is read into (the first member's value, at byte 18, lies in it), not
+  // retired empty.
+  ASSERT_NE(sink.first_value, nullptr);
+  EXPECT_TRUE(sink.first_value >= sink.first_window && sink.first_value < sink.first_window + 64);
   ASSERT_GE(sink.capacities.size(), 6u);
   const std::vector<size_t> first = {64, 128, 256, 512, 1024, 1024};
   EXPECT_EQ(std::vector<size_t>(sink.capacities.begin(), sink.capacities.begin() + 6), first);

@@ -13,8 +13,10 @@
 
 #include "base/files.h"
 #include "base/test_child.h"
+#include "importers/common/byte_source.h"
 #include "importers/common/import_counters.h"
 #include "importers/common/test_util.h"
+#include "importers/kineto/kineto_parse_pipeline.h"
 #include "store/run_reader.h"
 #include "store/sqlite_db.h"
 
@@ -493,6 +495,62 @@ TEST(KinetoImporterTest, BatchesFollowTheFileTextSoTheLastOneIsSmall) {
   // Shrinking toward the end: each of the last three at most the one before.
   for (size_t i = counts.size() - 3; i + 1 < counts.size(); ++i) {
     EXPECT_LE(counts[i + 1], counts[i]) << "chunk " << i + 1;
+  }
+}
+
+// What the pipeline hands the importer's thread says where each element lies in the text, as
+// the streamer does on one thread: a parsed event's end (RawEvent::text_end), and the offset of
+// an element cut out as text (OnEvent) or of a top-level member's value (OnTopLevel). Checked
+// against the text itself, over windows of 4 KiB and elements that straddle them.
+TEST(KinetoImporterTest, ThePipelineSaysWhereEachElementLies) {
+  class Where : public ParsedEventSink {
+   public:
+    Status OnParsedEvent(const RawEvent& e) override {
+      ends.push_back(e.text_end);
+      return OkStatus();
+    }
+    Status OnEvent(std::string_view text) override {
+      cut.emplace_back(element_offset(), std::string(text));
+      return OkStatus();
+    }
+    Status OnTopLevel(std::string_view key, std::string_view value) override {
+      (void)key;
+      top.emplace_back(element_offset(), std::string(value));
+      return OkStatus();
+    }
+    std::vector<int64_t> ends;
+    std::vector<std::pair<int64_t, std::string>> cut, top;
+  };
+  std::string text =
+      "{\"schemaVersion\": 1, \"deviceProperties\": [{\"id\": 0}],\n\"traceEvents\": [";
+  std::vector<int64_t> want_ends;
+  for (int i = 0; i < 3000; ++i) {
+    text += i == 0 ? "\n  " : ",\n  ";
+    std::string e = "{\"ph\": \"X\", \"ts\": " + std::to_string(1000 + i) + ", \"dur\": 1";
+    if (i % 50 == 7) e += ", \"n\\u0061me\": 1";  // an escaped key: cut out as text
+    if (i % 400 == 3) e += ", \"args\": {\"pad\": \"" + std::string(5000, 'p') + "\"}";
+    e += "}";
+    text += e;
+    if (i % 50 != 7) want_ends.push_back(static_cast<int64_t>(text.size()));
+  }
+  text += "\n], \"baseTimeNanoseconds\": 17}";
+  const std::string path = TempDir() + "/where.json";
+  testing::WriteFile(path, text);
+  auto src = ByteSource::Open(path);
+  ASSERT_TRUE(src.ok());
+  Where sink;
+  StreamOptions options;
+  options.initial_buffer_bytes = 4096;
+  auto r = StreamTraceParallel(**src, sink, options);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(sink.ends, want_ends);
+  ASSERT_EQ(sink.cut.size(), 60u);
+  for (const auto& [offset, element] : sink.cut) {
+    EXPECT_EQ(text.substr(static_cast<size_t>(offset), element.size()), element) << offset;
+  }
+  ASSERT_EQ(sink.top.size(), 3u);
+  for (const auto& [offset, value] : sink.top) {
+    EXPECT_EQ(text.substr(static_cast<size_t>(offset), value.size()), value) << offset;
   }
 }
 

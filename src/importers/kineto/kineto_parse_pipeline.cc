@@ -342,6 +342,9 @@ Status Dispatch(const Batch& b, const Item& it, ParsedEventSink& sink, RawEvent*
       return sink.OnEvent(text);
     }
     case Item::Kind::kTopLevel:
+      if (!(it.view[0].len & PackedView::kInArena)) {  // a value lies in the window
+        sink.set_element_offset(b.text_base + it.view[0].off);
+      }
       return sink.OnTopLevel(b.keys[it.key], b.View(it.view[0]));
   }
   return OkStatus();
