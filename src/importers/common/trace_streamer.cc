@@ -77,6 +77,22 @@ class Window {
   }
   int64_t total() const { return total_; }
 
+  // Reads the rest of the input and drops it. A gzip stream damaged past the end of the JSON
+  // (a corrupt block, a wrong CRC) is an error however much of it the last refill happened to
+  // read: the outcome of an import does not depend on its window sizes.
+  Status Drain() {
+    if (eof_) return OkStatus();
+    constexpr size_t kBytes = 64 << 10;
+    std::unique_ptr<char[]> rest(new char[kBytes]);
+    while (true) {
+      TP_ASSIGN_OR_RETURN(size_t n, src_.Read(rest.get(), kBytes));
+      if (n == 0) break;
+      total_ += static_cast<int64_t>(n);
+    }
+    eof_ = true;
+    return OkStatus();
+  }
+
   // Stable windows: the last window to the sink, after the last element.
   void Retire() {
     if (stable_ && buf_.data) sink_.OnWindowRetired(std::move(buf_));
@@ -128,6 +144,7 @@ class Streamer {
     } else {
       return DataLoss(Where() + "not a JSON trace: expected '{' or '[' but found " + ShowAt());
     }
+    TP_RETURN_IF_ERROR(w_.Drain());
     result_.bytes = w_.total();
     return result_;
   }
