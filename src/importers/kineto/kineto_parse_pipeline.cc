@@ -323,6 +323,7 @@ class SerialAdapter : public TraceSink {
     return sink_.OnEvent(text);
   }
   Status OnTopLevel(std::string_view key, std::string_view value) override {
+    sink_.set_element_offset(element_offset());
     return sink_.OnTopLevel(key, value);
   }
 
