@@ -254,6 +254,9 @@ class FileImporter : public ParsedEventSink {
 
   KinetoFileSummary& summary() { return summary_; }
   bool started() const { return started_; }
+  // Batches written on this thread as they are cut, not on a thread of their own (see
+  // FlushInBackground). Set before the first element.
+  void set_write_inline(bool write_inline) { write_inline_ = write_inline; }
 
  private:
   Status Start() {
@@ -400,9 +403,13 @@ class FileImporter : public ParsedEventSink {
   // second thread while this one parses the next batch: two cores share the import. The batch
   // is cut here (the store's chunks are the same whatever the threads' timing); one batch in
   // flight: the parser waits for the previous write first, so at most two batches are held.
+  // With write_inline (the two-thread parse, whose reading thread has the other core, or a
+  // single core) the batch is written here and now: a third thread on two cores would only
+  // take turns with the other two, on whichever core the scheduler put it.
   Status FlushInBackground() {
     TP_RETURN_IF_ERROR(WaitForFlush());
     std::function<Status()> write = writer_->CutBatch();
+    if (write_inline_) return write().WithContext(path_);
     try {
       flushing_ = std::async(std::launch::async, write);
     } catch (const std::system_error&) {
@@ -635,6 +642,7 @@ class FileImporter : public ParsedEventSink {
   int64_t text_seen_ = 0;         // where the last element handled ends in the text
   int64_t batch_from_ = 0;        // where the batch began
   std::future<Status> flushing_;  // the batch being written on the second thread
+  bool write_inline_ = false;
   std::string scratch_;
   std::string args_;       // the current event's args, minified
   std::string flow_args_;  // a flow's args as stored
@@ -685,9 +693,13 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
     }
     // Under kPipelineMinTextBytes of JSON, starting and feeding a second thread costs more than
     // it saves (measured in docs/benchmarks.md): one thread.
-    const bool pipeline = options.parse_threads >= 2 ||
-                          (options.parse_threads == 0 && platform::UsableCpuCount() >= 2 &&
-                           (*src)->text_bytes_hint() >= kPipelineMinTextBytes);
+    const int cpus = platform::UsableCpuCount();
+    const bool pipeline =
+        options.parse_threads >= 2 || (options.parse_threads == 0 && cpus >= 2 &&
+                                       (*src)->text_bytes_hint() >= kPipelineMinTextBytes);
+    // Batches are written on a thread of their own only when a core is free for it: not beside
+    // the two-thread parse (its two threads take two cores), not on one core.
+    file.set_write_inline(pipeline || cpus < 2);
     auto streamed = pipeline ? StreamTraceParallel(**src, file, stream_options)
                              : StreamTrace(**src, file, stream_options);
     if (!streamed.ok()) {

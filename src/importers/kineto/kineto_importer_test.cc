@@ -1,17 +1,21 @@
 #include "importers/kineto/kineto_importer.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
 #include "base/files.h"
+#include "base/progress.h"
 #include "base/test_child.h"
 #include "importers/common/byte_source.h"
 #include "importers/common/import_counters.h"
@@ -197,7 +201,8 @@ TEST(KinetoImporterTest, TinyReadWindowGivesTheSameRun) {
 
 TEST(KinetoImporterTest, BatchesWrittenOnASecondThreadGiveTheSameRun) {
   // 4000-event batches: 18 flushes, each written on the second thread while the next batch is
-  // parsed; against batches cut by the file's text only (about 2 MB of it each).
+  // parsed (the one-thread parse: on two cores its batches are written on a thread of their
+  // own); against batches cut by the file's text only (about 2 MB of it each).
   const std::string file =
       SharedData(kHta + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
   std::string runs[2];
@@ -207,6 +212,7 @@ TEST(KinetoImporterTest, BatchesWrittenOnASecondThreadGiveTheSameRun) {
     o.traces = {file};
     o.out = runs[k];
     o.flush_events = k == 0 ? (1 << 22) : 4000;
+    o.parse_threads = 1;
     auto r = ImportKineto(o);
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(r->events_stored, 68661);
@@ -233,6 +239,94 @@ TEST(KinetoImporterTest, BatchesWrittenOnASecondThreadGiveTheSameRun) {
   EXPECT_EQ(std::string(header, 15), "SQLite format 3");
   EXPECT_EQ(header[18], 1);
   EXPECT_EQ(header[19], 1);
+}
+
+// How many threads the process has, seen each time the import reads from its file (the
+// ByteSource advances the progress sink from whichever thread reads).
+class ThreadCounter : public ProgressSink {
+ public:
+  void AddTotal(int64_t) override {}
+  void Advance(int64_t) override {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      ++n;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    max_ = std::max(max_, n);
+    ++reads_;
+  }
+  size_t max() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_;
+  }
+  int reads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reads_;
+  }
+
+ private:
+  std::mutex mu_;
+  size_t max_ = 0;
+  int reads_ = 0;
+};
+
+size_t TaskCount() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+TEST(KinetoImporterTest, TheTwoThreadParseWritesItsBatchesItselfAndOneCoreStartsNoThread) {
+  // A third thread beside the two-thread parse's two (reading, storing) only takes turns with
+  // them on two cores: the storing thread writes each batch itself. On one core no thread is
+  // started at all (BatchesWrittenOnASecondThreadGiveTheSameRun: the one-thread parse on two
+  // cores writes on a thread of its own). 4000-event batches: many are cut while the file is
+  // read.
+  const std::string file =
+      SharedData(kHta + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
+  const size_t before = TaskCount();
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  struct Case {
+    int parse_threads;
+    bool one_core;
+    size_t extra_threads;  // while the file is read
+  };
+  const Case cases[] = {{2, false, 1}, {0, true, 0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("parse_threads " + std::to_string(c.parse_threads) +
+                 (c.one_core ? ", one core" : ""));
+    if (c.one_core) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &all)) {
+          CPU_SET(cpu, &one);
+          break;
+        }
+      }
+      ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    }
+    ThreadCounter counter;
+    KinetoImportOptions o;
+    o.traces = {file};
+    o.out = TempDir() + "/run";
+    o.flush_events = 4000;
+    o.parse_threads = c.parse_threads;
+    o.progress = &counter;
+    auto r = ImportKineto(o);
+    ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->events_stored, 68661);
+    EXPECT_GT(counter.reads(), 3);
+    // The two-thread parse reads on its reading thread, so the count sees that one at least.
+    EXPECT_EQ(counter.max(), before + c.extra_threads);
+  }
 }
 
 // A store's creation time (meta created_ns), the one value two imports of a file differ in.
