@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "importers/common/json_minify.h"
 #include "importers/common/json_text.h"
 
 namespace trainprof::importers::kineto {
@@ -76,55 +77,12 @@ bool ParseRawEvent(std::string_view text, RawEvent* out, std::string* name_scrat
 
 namespace {
 
-// Bytes copied as they are while minifying: everything but whitespace, quotes and brackets.
-constexpr auto kPlain = [] {
-  std::array<bool, 256> t{};
-  for (int c = 0; c < 256; ++c) t[c] = true;
-  for (unsigned char c : {' ', '\n', '\r', '\t', '"', '{', '}', '[', ']'}) t[c] = false;
-  return t;
-}();
-
 // json::IsScalarEnd as a table: a number's digits (a timestamp has 17) cost a lookup each.
 constexpr auto kScalarEnd = [] {
   std::array<bool, 256> t{};
   for (unsigned char c : {',', '}', ']', ' ', '\n', '\r', '\t'}) t[c] = true;
   return t;
 }();
-
-// Copies the object or array at p into *out without whitespace outside strings, finding its end
-// on the way (json::FindValueEnd and json::AppendMinified in one pass).
-InPlace MinifyValue(const char* p, const char* end, std::string* out, const char** value_end) {
-  int depth = 0;
-  const char* q = p;
-  while (q < end) {
-    const char* r = q;
-    while (r < end && kPlain[static_cast<unsigned char>(*r)]) ++r;
-    if (r != q) out->append(q, static_cast<size_t>(r - q));
-    q = r;
-    if (q >= end) break;
-    const char c = *q;
-    if (c == '"') {
-      const char* e = json::StringEnd(q + 1, end);
-      if (e == nullptr) return InPlace::kIncomplete;
-      out->append(q, static_cast<size_t>(e - q));
-      q = e;
-      continue;
-    }
-    ++q;
-    if (json::IsWs(c)) {  // the indentation after a line break: a run of them
-      q = json::SkipWs(q, end);
-      continue;
-    }
-    out->push_back(c);
-    if (c == '{' || c == '[') {
-      ++depth;
-    } else if (--depth == 0) {
-      *value_end = q;
-      return InPlace::kOk;
-    }
-  }
-  return InPlace::kIncomplete;
-}
 
 // *out = RawEvent{} member by member: 184 bytes, which the compiler clears with `rep stos`,
 // slow to start, once per event otherwise.
@@ -169,8 +127,7 @@ InPlace ParseEventInPlace(const char* p, const char* end, RawEvent* out, std::st
     } else if (c == '{' || c == '[') {
       if (k == "args") {
         args->resize(args_from);  // a repeated "args": the last one counts
-        InPlace r = MinifyValue(q, end, args, &ve);
-        if (r != InPlace::kOk) return r;
+        if (!json::MinifyValue(q, end, args, &ve)) return InPlace::kIncomplete;
       } else {
         json::ScanResult r = json::FindValueEnd(q, end, false, &ve);
         if (r == json::ScanResult::kIncomplete) return InPlace::kIncomplete;
