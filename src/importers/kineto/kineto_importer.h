@@ -14,8 +14,9 @@
 //   are instants whose args carry flow_phase and flow_id (= the correlation id); counters
 //   (ph C) and [memory] instants become metric series; deviceProperties become the node's GPUs;
 //   process_name / process_labels / thread_name become node metadata (TrackNameKey).
-// Threads: called on one thread; it starts a reading thread per file (parse_threads) and a
-// writing thread per batch (the store's encoding), and joins them before returning.
+// Threads: called on one thread; it starts a reading thread per file (parse_threads) and
+// writes each store batch on this thread, or, when the file is read on this thread too and the
+// process may use two CPUs, on a writing thread per batch; it joins them before returning.
 
 #include <cstdint>
 #include <map>
