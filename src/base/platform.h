@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace trainprof::platform {
@@ -39,6 +40,15 @@ std::string CpuModelName();
 // The CPUs this process may run on (its affinity mask on Linux; elsewhere the hardware's
 // count); at least 1.
 int UsableCpuCount();
+
+// How many threads this process has now; -1 where the system does not say (Linux:
+// /proc/self/task).
+int ProcessThreadCount();
+
+// Runs `fn` with the calling thread (and the threads it starts meanwhile) allowed on one of
+// its CPUs only, as on a one-core machine, then restores its CPUs; false (and `fn` not run)
+// where the system cannot restrict a thread (Linux: sched_setaffinity).
+bool RunOnOneCpu(const std::function<void()>& fn);
 
 // Fills `buf` with `n` bytes from the system's random source; false when it cannot.
 bool FillRandomBytes(void* buf, size_t n);

@@ -56,6 +56,13 @@ bool BecomeChildSubreaper() { return false; }
 
 int UsableCpuCount() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
+int ProcessThreadCount() { return -1; }
+
+bool RunOnOneCpu(const std::function<void()>& fn) {
+  (void)fn;
+  return false;  // no portable way to restrict a thread to one CPU
+}
+
 std::string CpuModelName() {
 #if defined(__APPLE__)
   char name[256] = {};

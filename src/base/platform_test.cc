@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <set>
 #include <string>
@@ -145,6 +146,45 @@ TEST(PlatformTest, SubreaperTakesOrphanedGrandchildrenWhereSupported) {
   EXPECT_EQ(adopted_by, getpid());
   while (waitpid(-1, nullptr, 0) > 0) {
   }
+}
+
+TEST(PlatformTest, ThreadCountSeesAThreadComeAndGo) {
+  const int before = platform::ProcessThreadCount();
+  if (std::string(platform::Name()) == "posix") {
+    EXPECT_EQ(before, -1);
+    return;
+  }
+  ASSERT_GE(before, 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> seen{0};
+  std::thread t([&] {
+    seen = platform::ProcessThreadCount();
+    while (!stop) std::this_thread::yield();
+  });
+  while (seen == 0) std::this_thread::yield();
+  stop = true;
+  t.join();
+  EXPECT_EQ(seen, before + 1);
+  EXPECT_EQ(platform::ProcessThreadCount(), before);
+}
+
+TEST(PlatformTest, RunOnOneCpuRestrictsThenRestores) {
+  const int cpus = platform::UsableCpuCount();
+  int inside = 0, in_thread = 0;
+  const bool ran = platform::RunOnOneCpu([&] {
+    inside = platform::UsableCpuCount();
+    std::thread t([&] { in_thread = platform::UsableCpuCount(); });
+    t.join();
+  });
+  if (std::string(platform::Name()) == "posix") {
+    EXPECT_FALSE(ran);
+    EXPECT_EQ(inside, 0);  // not run
+    return;
+  }
+  ASSERT_TRUE(ran);
+  EXPECT_EQ(inside, 1);
+  EXPECT_EQ(in_thread, 1);  // a thread started inside inherits the one CPU
+  EXPECT_EQ(platform::UsableCpuCount(), cpus);
 }
 
 TEST(PlatformTest, CpuModelNameIsOneTrimmedLine) {
