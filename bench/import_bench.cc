@@ -7,7 +7,6 @@
 //   import_bench [EVENTS=2000000] [DIR=/tmp] [--repeat N] [--reuse]
 //   import_bench --real DIR TRACE... [--repeat N]     (real traces, e.g. ../shared/data/traces)
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <sys/time.h>
 
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "base/platform.h"
 #include "bench_results.h"
 #include "importers/common/byte_source.h"
 #include "importers/kineto/kineto_importer.h"
@@ -127,33 +127,25 @@ double GzipDcSeconds(const std::string& file, int repeat) {
 // read and parsed on the importing thread on two cores too, as before the two-thread parse.
 double ImportWall(const std::string& source, const std::string& run, int repeat, bool one_core,
                   int parse_threads = 0) {
-  cpu_set_t saved;
-  CPU_ZERO(&saved);
-  sched_getaffinity(0, sizeof saved, &saved);
-  if (one_core) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &saved)) {
-        CPU_SET(c, &one);
-        break;
-      }
-    }
-    sched_setaffinity(0, sizeof one, &one);
-  }
   std::vector<double> walls;
-  for (int r = 0; r < repeat; ++r) {
-    std::filesystem::remove_all(run);
-    auto t0 = std::chrono::steady_clock::now();
-    trainprof::importers::kineto::KinetoImportOptions o;
-    o.traces = {source};
-    o.out = run;
-    o.parse_threads = parse_threads;
-    auto result = trainprof::importers::kineto::ImportKineto(o);
-    walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (!result.ok()) walls.back() = -1;
+  auto imports = [&] {
+    for (int r = 0; r < repeat; ++r) {
+      std::filesystem::remove_all(run);
+      auto t0 = std::chrono::steady_clock::now();
+      trainprof::importers::kineto::KinetoImportOptions o;
+      o.traces = {source};
+      o.out = run;
+      o.parse_threads = parse_threads;
+      auto result = trainprof::importers::kineto::ImportKineto(o);
+      walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!result.ok()) walls.back() = -1;
+    }
+  };
+  if (!one_core) {
+    imports();
+  } else if (!trainprof::platform::RunOnOneCpu(imports)) {
+    return -1;  // no way to restrict this thread to one CPU here
   }
-  sched_setaffinity(0, sizeof saved, &saved);
   double med = Median(walls);
   for (double w : walls) {
     if (w < 0) med = -1;
