@@ -332,67 +332,6 @@ void Append(model::EventKind kind, std::string_view name, std::string_view categ
   b->tail->committed.store(b->tail_pos, std::memory_order_release);
 }
 
-// Hands every record the thread has published to `writer`; the blocks it is done with go to the
-// reserve for the keeper's next refills (a block larger than standard is freed). Returns the number
-// of records. Called with flush_mu held.
-int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid, int64_t rank,
-                    std::vector<Block*>* drained) {
-  Block* block = b->head;
-  uint32_t pos = b->head_pos;
-  int64_t n = 0;
-  while (true) {
-    const uint32_t committed = block->committed.load(std::memory_order_acquire);
-    while (pos < committed) {
-      const char* p = block->data() + pos;
-      RecordHeader h;
-      std::memcpy(&h, p, sizeof h);
-      const char* text = p + kHeaderBytes;
-      model::EventView e;
-      e.kind = static_cast<model::EventKind>(h.kind);
-      e.start_ns = h.start_ns;
-      e.duration_ns = h.duration_ns;
-      e.name = std::string_view(text, h.name_len);
-      text += h.name_len;
-      e.category = std::string_view(text, h.category_len);
-      text += h.category_len;
-      e.mode = std::string_view(text, h.mode_len);
-      text += h.mode_len;
-      e.args = std::string_view(text, h.args_len);
-      e.step = h.step;
-      e.pid = pid;
-      e.tid = h.tid == 0 ? b->tid.load(std::memory_order_relaxed) : h.tid;
-      e.rank = rank;
-      writer->AppendEvent(e);
-      pos += static_cast<uint32_t>(RecordBytes(h.name_len, h.category_len, h.mode_len, h.args_len));
-      ++n;
-    }
-    Block* next = block->next.load(std::memory_order_acquire);
-    if (next == nullptr) break;
-    // The thread committed this block's last record before linking the next one.
-    if (block->committed.load(std::memory_order_acquire) != pos) continue;
-    if (block->capacity == kBlockBytes) {
-      drained->push_back(block);
-    } else {
-      b->block_bytes.fetch_sub(block->capacity, std::memory_order_relaxed);
-      FreeBlock(block);
-    }
-    block = next;
-    pos = 0;
-  }
-  b->head = block;
-  b->head_pos = pos;
-  if (!drained->empty()) {
-    // Into the reserve, and from there into the pool now: a thread held at its bound resumes
-    // as soon as it sees `consumed` move, at full speed (ahead of the keeper's next refill).
-    std::lock_guard<std::mutex> lock(S().pool_mu);
-    b->reserve.insert(b->reserve.end(), drained->begin(), drained->end());
-    drained->clear();
-    if (!b->thread_exited.load(std::memory_order_acquire)) recorder_blocks::TopUpPool(b);
-  }
-  if (n > 0) b->consumed.fetch_add(n, std::memory_order_relaxed);
-  return n;
-}
-
 // The node's facts (host, cores, memory, CPU model), read when the store is first opened.
 model::NodeInfo NodeInfoFor(State& s) {
   if (s.node_info.node.empty()) s.node_info = model::DetectLocalNode(s.node);
@@ -465,7 +404,8 @@ Status DrainLocked(bool final_flush) {
   int64_t n = 0;
   std::vector<Block*> drained;
   for (size_t i = 0; i < buffers.size(); ++i) {
-    n += DrainBuffer(buffers[i].get(), s.writer.get(), pid, rank, &drained);
+    n += recorder_blocks::DrainBuffer(buffers[i].get(), s.writer.get(), pid, rank, s.pool_mu,
+                                      &drained);
   }
   {
     // Threads that have exited and are fully drained leave the registry (their blocks go with

@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <new>
+
+#include "model/event.h"
+#include "store/node_store_writer.h"
 
 namespace trainprof::instrument::recorder_blocks {
 
@@ -367,6 +371,64 @@ bool RefillPool(ThreadBuffer* b, bool idle, SparePool& spares) {
     b->block_bytes.fetch_sub(kBlockBytes, std::memory_order_relaxed);
   }
   return wanted > 0;
+}
+
+int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid, int64_t rank,
+                    std::mutex& pool_mu, std::vector<Block*>* drained) {
+  Block* block = b->head;
+  uint32_t pos = b->head_pos;
+  int64_t n = 0;
+  while (true) {
+    const uint32_t committed = block->committed.load(std::memory_order_acquire);
+    while (pos < committed) {
+      const char* p = block->data() + pos;
+      RecordHeader h;
+      std::memcpy(&h, p, sizeof h);
+      const char* text = p + kHeaderBytes;
+      model::EventView e;
+      e.kind = static_cast<model::EventKind>(h.kind);
+      e.start_ns = h.start_ns;
+      e.duration_ns = h.duration_ns;
+      e.name = std::string_view(text, h.name_len);
+      text += h.name_len;
+      e.category = std::string_view(text, h.category_len);
+      text += h.category_len;
+      e.mode = std::string_view(text, h.mode_len);
+      text += h.mode_len;
+      e.args = std::string_view(text, h.args_len);
+      e.step = h.step;
+      e.pid = pid;
+      e.tid = h.tid == 0 ? b->tid.load(std::memory_order_relaxed) : h.tid;
+      e.rank = rank;
+      writer->AppendEvent(e);
+      pos += static_cast<uint32_t>(RecordBytes(h.name_len, h.category_len, h.mode_len, h.args_len));
+      ++n;
+    }
+    Block* next = block->next.load(std::memory_order_acquire);
+    if (next == nullptr) break;
+    // The thread committed this block's last record before linking the next one.
+    if (block->committed.load(std::memory_order_acquire) != pos) continue;
+    if (block->capacity == kBlockBytes) {
+      drained->push_back(block);
+    } else {
+      b->block_bytes.fetch_sub(block->capacity, std::memory_order_relaxed);
+      FreeBlock(block);
+    }
+    block = next;
+    pos = 0;
+  }
+  b->head = block;
+  b->head_pos = pos;
+  if (!drained->empty()) {
+    // Into the reserve, and from there into the pool now: a thread held at its bound resumes
+    // as soon as it sees `consumed` move, at full speed (ahead of the keeper's next refill).
+    std::lock_guard<std::mutex> lock(pool_mu);
+    b->reserve.insert(b->reserve.end(), drained->begin(), drained->end());
+    drained->clear();
+    if (!b->thread_exited.load(std::memory_order_acquire)) TopUpPool(b);
+  }
+  if (n > 0) b->consumed.fetch_add(n, std::memory_order_relaxed);
+  return n;
 }
 
 }  // namespace trainprof::instrument::recorder_blocks

@@ -16,7 +16,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
+
+namespace trainprof::store {
+class NodeStoreWriter;
+}
 
 namespace trainprof::instrument::recorder_blocks {
 
@@ -225,5 +230,13 @@ void TopUpPool(ThreadBuffer* b);
 // Tops up the pool of `b` (the keeper, under pool_mu). Returns whether the thread took blocks
 // or went without since the last refill.
 bool RefillPool(ThreadBuffer* b, bool idle, SparePool& spares);
+
+// The flusher's side of a thread buffer: hands every record the thread has published to
+// `writer` as events of process `pid` and `rank`; the blocks it is done with go to the reserve
+// (under `pool_mu`) and from there into the pool, for the keeper's next refills (a block larger
+// than standard is freed; `drained` is scratch). Returns the number of records. Called with the
+// recorder's flush_mu held (one drain at a time).
+int64_t DrainBuffer(ThreadBuffer* b, store::NodeStoreWriter* writer, int64_t pid, int64_t rank,
+                    std::mutex& pool_mu, std::vector<Block*>* drained);
 
 }  // namespace trainprof::instrument::recorder_blocks
