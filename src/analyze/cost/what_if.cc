@@ -235,7 +235,10 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
   for (const NodeCost& node : r->nodes) {
     std::string b;
     double dn = TypicalSpotDiscountPct(catalog, node.instance, &b);
-    w.new_cost_usd += node.total_cost_usd * (1 - dn / 100) * (1 + rework);
+    // Spot discounts the instance, not its ML storage volume (as the bill with --spot does);
+    // both are billed for the reworked time too.
+    w.new_cost_usd +=
+        (node.compute_cost_usd * (1 - dn / 100) + node.storage_cost_usd) * (1 + rework);
   }
   w.title = StrFormat("Run on managed spot: about %.0f %% off %s", d, first.instance_type.c_str());
   w.evidence.push_back("discount: " + basis);
@@ -262,7 +265,8 @@ void SpotWhatIf(const Catalog& catalog, const CostOptions& options, const WhatIf
   w.assumptions.push_back(
       StrFormat("%.2f expected interruptions over %.1f h x %d instances; each restarts every "
                 "instance, bills its initialisation again and loses %.0f s of work (rework "
-                "+%.3f %%); the repeated download is not billed",
+                "+%.3f %%); the repeated download is not billed; the discount applies to the "
+                "instances, not their storage",
                 k, t_s / 3600, r->instance_count, lost_s, rework * 100));
   w.assumptions.push_back(
       "SageMaker reports the real saving per job "
