@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import pstats
 import re
 import subprocess
@@ -112,9 +113,13 @@ def import_run(src: Path, out: Path) -> trainprof.Run:
     return trainprof.open(str(out))
 
 
-def smdebug_node(node_id: str) -> str:
+def smdebug_node(node_id: str, system_hosts: set[str]) -> str:
     """smdebug's framework node id -> trainprof's node (docs/importers.md). smdebug's parser
-    itself turns "<n>-algo-N" into "algo-N-<n>"; both are node algo-N."""
+    itself turns "<n>-algo-N" into "algo-N-<n>"; both are node algo-N. A bare number (the
+    process id, as in SageMaker's test_traces) is the job's one instance when its system
+    files name exactly one host (smdebug's system reader's node ids)."""
+    if re.fullmatch(r"\d+", node_id) and len(system_hosts) == 1:
+        return next(iter(system_hosts))
     return re.sub(r"^(algo-\d+)-\d+$", r"\1", re.sub(r"^\d+-", "", node_id))
 
 
@@ -180,7 +185,9 @@ def test_framework_event_counts_per_node_match_smdebugs_reader(job, tmp_path):
     events = events[(events["kind"] == KIND_SPAN)
                     & ~events["category"].isin(["python_profile", "python_function"])]
     theirs = LocalAlgorithmMetricsReader(str(src)).get_events(0, FOREVER_US)
-    want = Counter(smdebug_node(e.node_id) for e in theirs)
+    hosts = ({e.node_id for e in LocalSystemMetricsReader(str(src)).get_events(0, FOREVER_US)}
+             if (src / "system").exists() else set())
+    want = Counter(smdebug_node(e.node_id, hosts) for e in theirs)
     got = Counter(n.split(".")[0] if "tfprofiler" in job else n for n in events["node"])
     assert got == want
     if job in ("merge_traces", "test_traces", "model_timeline_traces"):
@@ -301,6 +308,29 @@ def test_single_instance_job_is_one_node_billed_once(tmp_path):
     assert cost["instance_count"] == 1
     assert cost["billed_seconds"] == {"training": JOB_SECONDS}
     assert cost["total_cost_usd"] == pytest.approx(expected, abs=0.005), cost
+
+
+def test_sagemakers_test_traces_are_one_instance_billed_once(tmp_path):
+    # SageMaker's own test_traces job: framework files named by a bare process id (4487),
+    # system files by the host (algo-1). One instance: billed once, over the span smdebug's
+    # readers give for the job's data (first event or sample to the last, whole seconds).
+    src = RES / "test_traces"
+    out = tmp_path / "run"
+    run = import_run(src, out)
+    assert run.nodes == ["algo-1"]
+    system = LocalSystemMetricsReader(str(src)).get_events(0, FOREVER_US)
+    framework = LocalAlgorithmMetricsReader(str(src)).get_events(0, FOREVER_US)
+    assert {e.node_id for e in system} == {"algo-1"} and {e.node_id for e in framework} == {"4487"}
+    first = min([e.timestamp for e in system] + [e.start_time / 1e6 for e in framework])
+    last = max([e.timestamp for e in system] + [e.end_time / 1e6 for e in framework])
+    cost = json.loads(subprocess.run(
+        [*trainprof_command(), "cost", str(out), "--instance-type", "ml.p4d.24xlarge", "--json"],
+        check=True, capture_output=True, text=True, timeout=120).stdout)
+    assert cost["instance_count"] == 1
+    billed = cost["billed_instance_seconds"]  # per second, rounded up
+    assert billed == math.ceil(last - first)
+    expected = catalog_price("ml.p4d.24xlarge") * 1 * billed / 3600
+    assert cost["total_cost_usd"] == pytest.approx(expected, rel=1e-9), cost
 
 
 def test_rules_joining_framework_and_system_data_find_datapoints(tmp_path):

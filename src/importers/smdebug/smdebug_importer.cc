@@ -123,9 +123,12 @@ MetricMapping MapSystemMetric(const std::string& type, const std::string& dimens
 NodeIdParts SplitNodeId(const std::string& node_id) {
   static const std::regex smdebug_re(R"(^(\d{1,9})-(.+)$)");
   static const std::regex export_re(R"(^(algo-\d+)-(\d{1,9})$)");
+  static const std::regex bare_re(R"(^\d{1,9}$)");
   std::smatch m;
   NodeIdParts out;
-  if (std::regex_match(node_id, m, export_re)) {
+  if (std::regex_match(node_id, bare_re)) {
+    out.number = std::stoll(node_id);  // a process or a rank; no host
+  } else if (std::regex_match(node_id, m, export_re)) {
     out.host = m[1].str();
     out.number = std::stoll(m[2].str());
     out.number_is_rank = true;
@@ -218,10 +221,25 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
     if (std::regex_search(base, mm, metadata_re)) return mm[1].str();
     return {};
   };
+  auto is_system_file = [&](const std::string& path) {
+    std::string base = BaseName(path);
+    std::smatch mm;
+    return path.find("/system/") != std::string::npos ||
+           (std::regex_search(base, mm, system_re) &&
+            path.find("/framework/") == std::string::npos &&
+            base.find("timeline") == std::string::npos && base.find("trace") == std::string::npos &&
+            base.find("profiler_config") == std::string::npos);
+  };
   std::set<int64_t> numbers;
+  std::set<std::string> system_hosts;  // the hosts the system files name
   for (const std::string& path : files) {
     NodeIdParts parts = SplitNodeId(framework_node_id(path));
     if (parts.number >= 0 && !parts.number_is_rank) numbers.insert(parts.number);
+    std::smatch mm;
+    const std::string base = BaseName(path);
+    if (is_system_file(path) && std::regex_search(base, mm, system_re)) {
+      system_hosts.insert(mm[2].str());
+    }
   }
   const bool numbers_are_ranks = !numbers.empty() && *numbers.begin() == 0 &&
                                  *numbers.rbegin() == static_cast<int64_t>(numbers.size()) - 1;
@@ -234,6 +252,10 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
     NodeIdParts parts = SplitNodeId(node_id);
     Placement p;
     p.node = parts.host;
+    // A bare number (smdebug's node id outside SageMaker, or before it added the host: the
+    // process id) names no host: the job's one instance when its system files name exactly
+    // one; with several the instance is unknown and the number stays the node's name.
+    if (p.node.empty()) p.node = system_hosts.size() == 1 ? *system_hosts.begin() : node_id;
     if (parts.number >= 0) {
       (parts.number_is_rank || numbers_are_ranks ? p.rank : p.pid) = parts.number;
     }
@@ -245,11 +267,7 @@ StatusOr<SmdebugImportResult> ImportSmdebug(const SmdebugImportOptions& options)
     ProgressFileScope file_progress(options.progress, path);
     std::string base = BaseName(path);
     std::smatch m;
-    bool in_system =
-        path.find("/system/") != std::string::npos ||
-        (std::regex_search(base, m, system_re) && path.find("/framework/") == std::string::npos &&
-         base.find("timeline") == std::string::npos && base.find("trace") == std::string::npos &&
-         base.find("profiler_config") == std::string::npos);
+    bool in_system = is_system_file(path);
     if (base == "training_job_end.ts") {
       auto text = ReadFileToString(path);
       int64_t ns;

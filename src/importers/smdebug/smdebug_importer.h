@@ -75,7 +75,8 @@ MetricMapping MapSystemMetric(const std::string& type, const std::string& dimens
                               const std::string& name = "");
 
 // A framework file's node id: "<digits>-<host>" (smdebug), "<host>-<digits>" for algo-N hosts
-// (what `trainprof export smdebug` wrote before), or just a host.
+// (what `trainprof export smdebug` wrote before), bare digits (a process id: host empty; the
+// importer takes the job's one instance from its system files), or just a host.
 struct NodeIdParts {
   std::string host;
   int64_t number = -1;          // -1: none

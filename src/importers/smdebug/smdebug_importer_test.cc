@@ -236,6 +236,40 @@ TEST(SmdebugImporterTest, FrameworkAndSystemFilesOfOneInstanceAreOneNode) {
   EXPECT_EQ(p->nodes.at(p->node[0]), "algo-1");
 }
 
+TEST(SmdebugImporterTest, ABareProcessIdIsTheJobsOneInstance) {
+  // SageMaker's own test_traces job: framework files named by a bare process id
+  // ("1589930988000000_4487_0000_pythontimeline.json"; smdebug's reader gives node_id "4487")
+  // and system files by the host (algo-1). One instance: one node, billed once; 4487 is the
+  // process.
+  Imported im = Import(SharedData(kRes + "test_traces"));
+  EXPECT_EQ(im.result.nodes, std::vector<std::string>{"algo-1"});
+  auto events = im.reader->Events({});
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(Spans(*events), 4);
+  for (size_t i = 0; i < events->size(); ++i) {
+    EXPECT_EQ(events->nodes.at(events->node[i]), "algo-1");
+    EXPECT_EQ(events->pid[i], 4487);
+    EXPECT_EQ(events->rank[i], model::kMissing);
+  }
+  // With two instances in the system files the process's instance is unknown: the number
+  // stays a node of its own rather than be given to either.
+  std::string dir = Folder(kRes + "1591160699.algo-1.json",
+                           "system/incremental/2020060305/1591160699.algo-1.json");
+  auto text = ReadFileToString(SharedData(kRes + "1591160699.algo-1.json"));
+  ASSERT_TRUE(text.ok());
+  std::string algo2 = *text;
+  for (size_t at = algo2.find("algo-1"); at != std::string::npos; at = algo2.find("algo-1", at))
+    algo2.replace(at, 6, "algo-2");
+  std::ofstream(dir + "/system/incremental/2020060305/1591160699.algo-2.json") << algo2;
+  const std::string pevents = "framework/pevents/2020051923/";
+  fs::create_directories(dir + "/" + pevents);
+  fs::copy_file(SharedData(kRes + "test_traces/" + pevents +
+                           "1589930988000000_4487_0000_pythontimeline.json"),
+                dir + "/" + pevents + "1589930988000000_4487_0000_pythontimeline.json");
+  Imported two = Import(dir);
+  EXPECT_EQ(two.result.nodes, (std::vector<std::string>{"4487", "algo-1", "algo-2"}));
+}
+
 TEST(SmdebugImporterTest, RankPrefixesBecomeRanks) {
   std::string dir = TempDir();
   const std::string pevents = "framework/pevents/2020071317/";
