@@ -155,6 +155,8 @@ class ScratchRun {
       for (const auto& [problem, n] : f.problems) {
         std::cerr << "warning: " << f.path << ": " << n << " " << problem << "\n";
       }
+      for (const std::string& w : f.warnings)
+        std::cerr << "warning: " << f.path << ": " << w << "\n";
     }
     return run;
   }

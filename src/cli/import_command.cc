@@ -134,6 +134,7 @@ Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
       fj["end_ns"] = f.end_ns;
       fj["categories"] = f.categories;
       fj["problems"] = f.problems;
+      fj["warnings"] = f.warnings;
       files.push_back(fj);
     }
     j["files"] = files;
@@ -154,6 +155,9 @@ Status RunImportKineto(const ImportOptions& options, std::ostream& out) {
                     problems.empty() ? "-" : problems});
   }
   PrintTable(out, rows);
+  for (const auto& f : result.files) {
+    for (const std::string& w : f.warnings) std::cerr << "warning: " << f.path << ": " << w << "\n";
+  }
   out << "imported " << result.events_stored << " events into " << options.out << " ("
       << result.nodes.size() << " node" << (result.nodes.size() == 1 ? "" : "s") << ")\n";
   return OkStatus();

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -107,7 +108,9 @@ std::string SnakeCase(std::string_view s) {
 
 struct RunState {
   RunBuilder* builder = nullptr;
-  std::map<int64_t, std::string> rank_files;  // rank -> the file that brought it
+  std::map<int64_t, std::string> rank_files;      // rank -> the file that brought it
+  std::map<std::string, std::string> node_files;  // node -> the first file stored there
+  std::set<std::string> rankless_nodes;           // nodes of files without a rank: one file each
   int64_t flush_events = 1 << 18;
 };
 
@@ -244,6 +247,9 @@ class FileImporter : public ParsedEventSink {
                         path_ + ": distributedInfo or baseTimeNanoseconds came after events");
     }
     for (const auto& [name, n] : summary_.problems) writer_->AddCounter(name, n);
+    for (const std::string& w : summary_.warnings) {
+      writer_->Annotate(summary_.start_ns, "import_warning", path_ + ": " + w);
+    }
     for (auto& [category, n] : category_counts_) summary_.categories[category] += n;
     category_counts_.clear();
     if (summary_.events_stored > 0) run_.builder->NoteTime(summary_.start_ns, summary_.end_ns);
@@ -279,6 +285,22 @@ class FileImporter : public ParsedEventSink {
       node_.node = FileStem(path_);
     }
     node_.node = store::SanitizeNodeName(node_.node);
+    // A trace without a rank is a process of its own: it shares its node with no other file
+    // (two traces named alike from two jobs would otherwise become one timeline, and the ranks
+    // on a host keep a node that a rankless trace took).
+    const std::string wanted = node_.node;
+    const bool rankless = rank_ == model::kMissing;
+    if ((rankless && run_.node_files.count(wanted)) || run_.rankless_nodes.count(wanted)) {
+      for (int n = 2; run_.node_files.count(node_.node); ++n) {
+        node_.node = wanted + "-" + std::to_string(n);
+      }
+      summary_.warnings.push_back((rankless ? "no rank (distributedInfo) and " : "") +
+                                  ("node " + wanted) + " was taken by " + run_.node_files[wanted] +
+                                  (rankless ? "" : ", a trace without a rank") +
+                                  ": stored as node " + node_.node);
+    }
+    run_.node_files.emplace(node_.node, path_);
+    if (rankless) run_.rankless_nodes.insert(node_.node);
     summary_.node = node_.node;
     TP_ASSIGN_OR_RETURN(writer_, run_.builder->Node(node_));
     // A batch is cut at flush_events events or kFlushArgsBytes of args: room for one from the
@@ -673,6 +695,18 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   run.flush_events = std::max<int64_t>(1, options.flush_events);
   KinetoImportResult result;
   Status failure;
+  // The same file twice would store every event twice.
+  std::map<std::string, std::string> given;  // canonical path -> as given
+  for (const std::string& path : options.traces) {
+    std::error_code ec;
+    std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
+    if (ec) canonical = path;
+    auto [it, inserted] = given.emplace(canonical, path);
+    if (!inserted) {
+      return InvalidArgument(path + ": given twice (also as " + it->second +
+                             "); each trace is imported once");
+    }
+  }
   for (const std::string& path : options.traces) ProgressAddFile(options.progress, path);
   for (const std::string& path : options.traces) {
     auto src = ByteSource::Open(path);

@@ -70,6 +70,9 @@ struct KinetoFileSummary {
   int64_t start_ns = 0, end_ns = 0;
   std::map<std::string, int64_t> categories;  // stored events by category
   std::map<std::string, int64_t> problems;    // data-quality counters added for this file
+  // What the import changed and why, for the user (a trace without a rank whose node another
+  // file took is stored under a node of its own, "<node>-2").
+  std::vector<std::string> warnings;
 };
 
 struct KinetoImportResult {

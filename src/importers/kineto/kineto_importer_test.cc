@@ -1,11 +1,13 @@
 #include "importers/kineto/kineto_importer.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -643,6 +645,57 @@ TEST(KinetoImporterTest, DuplicatedRankIsRefused) {
   EXPECT_NE(r.status().message().find("rank 1 (distributedInfo) was already imported"),
             std::string::npos)
       << r.status().message();
+}
+
+TEST(KinetoImporterTest, TracesWithoutARankNamedAlikeStayApartAndNoFileIsTakenTwice) {
+  // Two traces of two jobs, neither with a rank, both named trace.json.gz: each is a process
+  // of its own, not one 19-hour timeline.
+  const std::string dir = TempDir();
+  const std::vector<std::string> sources = {
+      SharedData(kTb + "samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"),
+      SharedData(kTb + "samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz")};
+  std::vector<std::string> copies;
+  std::vector<int64_t> alone;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    copies.push_back(dir + "/" + std::string(1, static_cast<char>('a' + i)) + "/trace.json.gz");
+    std::filesystem::create_directories(std::filesystem::path(copies.back()).parent_path());
+    std::filesystem::copy_file(sources[i], copies.back());
+    KinetoImportOptions o;
+    o.traces = {sources[i]};
+    o.out = TempDir() + "/alone";
+    auto r = ImportKineto(o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    alone.push_back(r->events_stored);
+  }
+  KinetoImportOptions o;
+  o.traces = copies;
+  o.out = dir + "/run";
+  auto r = ImportKineto(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nodes, (std::vector<std::string>{"trace", "trace-2"}));
+  ASSERT_EQ(r->files.size(), 2u);
+  EXPECT_TRUE(r->files[0].warnings.empty());
+  ASSERT_EQ(r->files[1].warnings.size(), 1u);
+  EXPECT_NE(r->files[1].warnings[0].find("was taken by " + copies[0]), std::string::npos)
+      << r->files[1].warnings[0];
+  auto reader = store::RunReader::Open(o.out);
+  ASSERT_TRUE(reader.ok());
+  auto events = (*reader)->Events({});
+  ASSERT_TRUE(events.ok());
+  std::map<std::string, int64_t> per_node;
+  for (size_t i = 0; i < events->size(); ++i) ++per_node[events->nodes.at(events->node[i])];
+  EXPECT_EQ(per_node["trace"], alone[0]);
+  EXPECT_EQ(per_node["trace-2"], alone[1]);
+
+  // The same file twice (as given, or by another path to it) would store each event twice.
+  for (const std::string& again : {copies[0], dir + "/b/../a/trace.json.gz"}) {
+    o.traces = {copies[0], again};
+    o.out = TempDir() + "/twice";
+    auto twice = ImportKineto(o);
+    ASSERT_FALSE(twice.ok());
+    EXPECT_NE(twice.status().message().find("given twice"), std::string::npos)
+        << twice.status().message();
+  }
 }
 
 TEST(KinetoImporterTest, NonTracesAreRefusedWithAReason) {
