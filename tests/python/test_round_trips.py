@@ -28,6 +28,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,54 @@ def test_record_export_chrome_trace_import_kineto_gives_the_same_events(recorded
         if e["step"]:
             args = json.loads(by_key[key(e)]["args"])
             assert args["step"] == int(e["step"]) and args["mode"] == e["mode"], e
+    # ...and come back as the steps' numbers and modes.
+    def step_key(e):
+        return (e["step"], e["mode"], int(e["start_ns"]), int(e["duration_ns"]))
+    assert (sorted(step_key(e) for e in back if e["category"] == "step")
+            == sorted(step_key(e) for e in events if e["category"] == "step"))
+
+
+def _profiler_steps(trace: dict) -> list[tuple[int, int]]:
+    """(number, start in us) of each ProfilerStep#N on the CPU side, read from the JSON (2021
+    traces call the CPU side "Operator")."""
+    out = []
+    for e in trace["traceEvents"]:
+        m = re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name", "")))
+        if m and e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "Operator"):
+            out.append((int(m.group(1)), Decimal(str(e["ts"]))))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("trace", [
+    "HolisticTraceAnalysis/tests/data/ns_resolution_trace/"
+    "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+])
+def test_imported_trace_exported_and_imported_again_keeps_its_steps(trace, tmp_path):
+    # import kineto -> export chrome-trace -> import kineto: the export carries each
+    # ProfilerStep#N and the step span derived from it; the second import stores each step
+    # once, with its number (it stored both, the second without a number).
+    source = SHARED_DATA / "traces" / trace
+    want = _profiler_steps(_load(source))
+    assert want, "the trace has ProfilerStep#N spans"
+    cli("import", "kineto", source, "--out", tmp_path / "first")
+    cli("export", "chrome-trace", tmp_path / "first", "--out", tmp_path / "export.json.gz")
+    again = json.loads(cli("import", "kineto", tmp_path / "export.json.gz", "--out",
+                           tmp_path / "second", "--json"))
+    assert again["files"][0]["steps"] == len(want)
+    cli("export", "csv", tmp_path / "first", "--out", tmp_path / "csv1")
+    cli("export", "csv", tmp_path / "second", "--out", tmp_path / "csv2")
+    rows = []
+    for d in ("csv1", "csv2"):
+        with open(tmp_path / d / "steps.csv", newline="") as f:
+            rows.append(sorted((int(r["step"]), r["mode"], r["start_ns"], r["duration_ns"])
+                               for r in csv.DictReader(f)))
+    assert rows[1] == rows[0]
+    assert [r[0] for r in rows[1]] == [n for n, _ in want]
+    (rank,) = json.loads(cli("analyze", tmp_path / "second", "--json"))["ranks"]
+    assert rank["steps_total"] == len(want)
+    assert [s["step"] for s in rank["steps"]] == [n for n, _ in want]
+    assert all("start_ns" in s for s in rank["steps"])
 
 
 @pytest.fixture(scope="module")

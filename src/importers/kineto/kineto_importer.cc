@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <system_error>
+#include <tuple>
 #include <unordered_map>
 
 #include "base/json_dump.h"
@@ -104,6 +105,18 @@ std::string SnakeCase(std::string_view s) {
   }
   while (!out.empty() && out.back() == '_') out.pop_back();
   return out;
+}
+
+// "step" and "mode" of a step span's args as trainprof's Chrome-trace export writes them.
+void StepArgs(std::string_view args, int64_t* step, std::string* mode) {
+  if (args.empty() || args.front() != '{') return;
+  json::ObjectReader r(args);
+  std::string_view k, v;
+  while (r.Next(&k, &v)) {
+    int64_t n;
+    if (k == "step" && json::ParseLooseInt64(v, &n) && n >= 0) *step = n;
+    if (k == "mode" && !v.empty() && v.front() == '"') json::DecodeString(v, mode);
+  }
 }
 
 struct RunState {
@@ -461,8 +474,23 @@ class FileImporter : public ParsedEventSink {
     model::EventView ev = View(e, model::EventKind::kSpan, start);
     ev.duration_ns = dur;
     int64_t step;
+    if (ev.category == model::kCategoryStep) {
+      // A step span as trainprof's Chrome-trace export writes it (args: step, mode): it keeps
+      // its number and mode; one that a ProfilerStep#N of the same file already gave is not
+      // stored twice (an imported trace exported again carries both).
+      std::string mode;
+      StepArgs(ev.args, &ev.step, &mode);
+      if (!mode.empty()) {
+        step_mode_ = std::move(mode);
+        ev.mode = step_mode_;
+      }
+      if (!step_spans_.insert({start, dur, ev.pid, ev.tid}).second) return OkStatus();
+      ++summary_.steps;
+      return Store(ev);
+    }
     bool cpu_side = ev.category == "user_annotation" || ev.category == "cpu_op";
-    if (cpu_side && ParseProfilerStep(e.name, &step)) {
+    if (cpu_side && ParseProfilerStep(e.name, &step)) ev.step = step;
+    if (ev.step != model::kMissing && step_spans_.insert({start, dur, ev.pid, ev.tid}).second) {
       ++summary_.steps;
       model::EventView s;
       s.kind = model::EventKind::kSpan;
@@ -471,11 +499,10 @@ class FileImporter : public ParsedEventSink {
       s.name = model::kCategoryStep;
       s.category = model::kCategoryStep;
       s.mode = "global";
-      s.step = step;
+      s.step = ev.step;
       s.pid = ev.pid;
       s.tid = ev.tid;
       s.rank = rank_;
-      ev.step = step;
       TP_RETURN_IF_ERROR(Store(s));
     }
     return Store(ev);
@@ -671,6 +698,10 @@ class FileImporter : public ParsedEventSink {
   std::vector<std::pair<std::string, int64_t>> category_counts_;
   size_t last_category_ = 0;
   std::map<std::pair<int64_t, int64_t>, std::vector<model::Event>> open_;
+  // Step spans stored, by start, duration, pid and tid: each is stored once, whether it came
+  // from a ProfilerStep#N or as a step span of trainprof's export.
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> step_spans_;
+  std::string step_mode_;  // the mode of the step span being stored (its view points here)
 };
 
 }  // namespace

@@ -62,7 +62,7 @@ struct KinetoFileSummary {
   int64_t base_time_ns = 0;      // added to relative timestamps
   int64_t elements = 0;          // traceEvents elements read
   int64_t events_stored = 0;     // spans and instants written (incl. derived step spans)
-  int64_t steps = 0;             // ProfilerStep#N spans
+  int64_t steps = 0;             // step spans: one per ProfilerStep#N, or as exported
   int64_t flows = 0;
   int64_t metric_samples = 0;  // counter and memory samples
   int64_t metadata_events = 0;
