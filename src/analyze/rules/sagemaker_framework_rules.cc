@@ -266,15 +266,18 @@ class MaxInitializationTimeRule : public Rule {
     }
     Check(e.end_ns(), ctx().NodeName(e.node));
   }
+  // Steps arrive as they end: on several ranks (or processes) a step that started first may
+  // end after another's. The first step is the earliest to start.
   void OnStep(const StepRow& s) override {
     ++result().datapoints;
-    if (first_step_ns_ != 0) return;
+    if (first_step_ns_ != 0 && s.start_ns >= first_step_ns_) return;
+    const bool first_seen = first_step_ns_ == 0;
     first_step_ns_ = s.start_ns;
     const int64_t start = ctx().RunStartNs();
     const int64_t init = s.start_ns - start;
     result().details = {
         {"job_start_ns", start}, {"first_step_ns", s.start_ns}, {"initialization_ms", Ms(init)}};
-    if (init > threshold_ns_ && !fired_) {
+    if (first_seen && init > threshold_ns_ && !fired_) {
       Fire(ctx().NodeName(s.node), start, s.start_ns,
            "The first training step started " + DurationText(static_cast<double>(init) / 1e9) +
                " after the job started (threshold " +

@@ -468,6 +468,27 @@ TEST(MaxInitializationTimeTest, SilentOnAQuickStartAndHonoursTheThreshold) {
   EXPECT_EQ(strict.findings[0].end_ns, kStart + 61 * kSec);  // first sample past one minute
 }
 
+TEST(MaxInitializationTimeTest, TheFirstStepIsTheEarliestToStartNotToEnd) {
+  // Rank 1's first step starts 100 s into the job and lasts 30 s; rank 0's steps start at
+  // 120 s and take 0.2 s each, so several of them end before rank 1's first. The job's
+  // initialisation ended at 100 s (OverallFrameworkMetrics says the same).
+  Scenario s("two_ranks_start");
+  s.System("n0", 600, 1000, 4, 1, [](Scenario::Tick&) {});
+  s.Steps("n0", 0, kStart + 120 * kSec, kStart + 600 * kSec,
+          [](int64_t, int64_t*, int64_t*, int64_t*) {});
+  s.Steps("n0", 1, kStart + 100 * kSec, kStart + 600 * kSec,
+          [](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+            if (step == 0) *compute = 30 * kSec;
+          });
+  const std::string dir = s.Finish();
+  RuleResult init = EvaluateOne(dir, "MaxInitializationTime");
+  EXPECT_EQ(init.details["first_step_ns"], kStart + 100 * kSec);
+  EXPECT_DOUBLE_EQ(init.details["initialization_ms"].get<double>(), 100000.0);
+  EXPECT_FALSE(init.triggered);
+  RuleResult fw = EvaluateOne(dir, "OverallFrameworkMetrics");
+  EXPECT_DOUBLE_EQ(fw.details["initialization_ms"].get<double>(), 100000.0);
+}
+
 TEST(OverallRulesTest, SummariesNeverFire) {
   Scenario s("overall");
   s.System("n0", 600, 500, 4, 2, [](Scenario::Tick& t) { t.gpu = {0.4, 0.6}; });
