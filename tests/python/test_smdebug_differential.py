@@ -333,6 +333,31 @@ def test_sagemakers_test_traces_are_one_instance_billed_once(tmp_path):
     assert cost["total_cost_usd"] == pytest.approx(expected, rel=1e-9), cost
 
 
+def test_overall_system_usage_reads_sagemakers_memory_and_io_wait(tmp_path):
+    # SageMaker gives host memory only as MemoryUsedPercent and I/O wait only per core: the
+    # summary rule shows both (it showed neither), from the values smdebug's reader gives.
+    src = all_types_job(tmp_path)
+    out = tmp_path / "run"
+    import_run(src, out)
+    proc = subprocess.run([*trainprof_command(), "rules", str(out), "--json"], check=True,
+                          capture_output=True, text=True, timeout=120)
+    (usage,) = [r for r in json.loads(proc.stdout)["rules"] if r["name"] == "OverallSystemUsage"]
+    theirs = LocalSystemMetricsReader(str(src)).get_events(0, FOREVER_US)
+    memory = [e.value for e in theirs if e.name == "MemoryUsedPercent"]
+    iowait = defaultdict(list)  # one snapshot per timestamp: the mean of its cores
+    for e in theirs:
+        if e.dimension == "I/OWaitPercentage":
+            iowait[e.timestamp].append(e.value)
+    iowait_means = [sum(v) / len(v) for v in iowait.values()]
+    assert len(memory) == 3 and len(iowait_means) == 2
+    mem = usage["details"]["CPU memory"]["algo-1"]
+    assert mem["max"] == pytest.approx(max(memory), abs=1e-9)
+    assert mem["min"] == pytest.approx(min(memory), abs=1e-9)
+    io = usage["details"]["I/O wait"]["algo-1"]
+    assert io["max"] == pytest.approx(round(max(iowait_means), 3), abs=1e-9)
+    assert io["min"] == pytest.approx(round(min(iowait_means), 3), abs=1e-9)
+
+
 def test_rules_joining_framework_and_system_data_find_datapoints(tmp_path):
     write_30_minute_job(tmp_path / "job")
     out = tmp_path / "run"

@@ -64,6 +64,7 @@ const std::vector<std::string>& ClassifiedMetrics() {
                                                  "gpu_memory_used_ratio",
                                                  "memory_used_bytes",
                                                  "memory_total_bytes",
+                                                 "memory_utilization_ratio",
                                                  "process_resident_memory_bytes",
                                                  "cgroup_cpu_throttled_periods_ratio",
                                                  "cgroup_memory_limit_bytes",
@@ -93,6 +94,8 @@ void Classify(SeriesKey* key) {
     key->kind = MetricKind::kMemUsed;
   } else if (m == "memory_total_bytes") {
     key->kind = MetricKind::kMemTotal;
+  } else if (m == "memory_utilization_ratio") {
+    key->kind = MetricKind::kMemRatio;
   } else if (m == "process_resident_memory_bytes" && d == "tree") {
     key->kind = MetricKind::kProcessRss;
   } else if (m == "cgroup_cpu_throttled_periods_ratio") {

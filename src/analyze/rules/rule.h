@@ -70,6 +70,7 @@ enum class MetricKind : uint8_t {
   kNetTx,            // network_transmit_bytes_per_second
   kCgroupMemLimit,   // cgroup_memory_limit_bytes: memory.max, when the cgroup has one
   kGpuMemTotal,      // gpu_memory_total_bytes, gpuN
+  kMemRatio,         // memory_utilization_ratio: used / total (SageMaker's MemoryUsedPercent)
 };
 
 struct SeriesKey {

@@ -330,6 +330,9 @@ class OverallSystemUsageRule : public Rule {
         case MetricKind::kMemTotal:
           a.mem_total = v.value;
           break;
+        case MetricKind::kMemRatio:
+          a.mem_ratio = v.value;
+          break;
         case MetricKind::kNetRx:
         case MetricKind::kNetTx:
           a.net += v.value;
@@ -337,6 +340,10 @@ class OverallSystemUsageRule : public Rule {
           break;
         case MetricKind::kIowaitTotal:
           a.iowait = v.value;
+          break;
+        case MetricKind::kIowaitCore:
+          a.iowait_cores += v.value;
+          ++a.iowait_core_count;
           break;
         default:
           break;
@@ -355,9 +362,21 @@ class OverallSystemUsageRule : public Rule {
       if (info != nullptr && info->memory_total_bytes)
         total = static_cast<double>(*info->memory_total_bytes);
     }
-    if (a.mem_used >= 0 && total > 0) s["CPU memory"].Add(a.mem_used / total * 100);
+    // Memory in use: bytes where the samplers give them, else the ratio alone (SageMaker's
+    // MemoryUsedPercent, imported as memory_utilization_ratio).
+    if (a.mem_used >= 0 && total > 0) {
+      s["CPU memory"].Add(a.mem_used / total * 100);
+    } else if (a.mem_ratio >= 0) {
+      s["CPU memory"].Add(a.mem_ratio * 100);
+    }
     if (a.has_net) s["Network bytes_per_second"].Add(a.net);
-    if (a.iowait >= 0) s["I/O wait"].Add(a.iowait * 100);
+    // I/O wait of the node: its total, else the mean of its cores (SageMaker writes per-core
+    // I/OWaitPercentage only).
+    if (a.iowait >= 0) {
+      s["I/O wait"].Add(a.iowait * 100);
+    } else if (a.iowait_core_count > 0) {
+      s["I/O wait"].Add(a.iowait_cores / a.iowait_core_count * 100);
+    }
     ++result().datapoints;
   }
 
@@ -381,8 +400,8 @@ class OverallSystemUsageRule : public Rule {
  private:
   struct Acc {
     double cpu = 0, cpu_total = -1, gpu = 0, gpu_mem = 0, mem_used = -1, mem_total = -1;
-    double net = 0, iowait = -1;
-    int cores = 0, gpus = 0, gpu_mems = 0;
+    double net = 0, iowait = -1, mem_ratio = -1, iowait_cores = 0;
+    int cores = 0, gpus = 0, gpu_mems = 0, iowait_core_count = 0;
     bool has_net = false;
   };
   // Exact up to 16 384 ticks a series (27 minutes at 100 ms), then a sketch within 0.1 %: the
