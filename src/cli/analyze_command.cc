@@ -264,6 +264,7 @@ Status RunAnalyze(const AnalyzeOptions& given, std::ostream& out) {
   for (const tr::RankAnalysis& r : results) {
     out << "rank " << r.label << " (node " << r.node << "): " << r.gpu_activities
         << " GPU activities, " << r.cpu_spans << " CPU spans\n";
+    if (!r.temporal_note.empty()) out << r.temporal_note << "\n";
     if (r.temporal) {
       const tr::Temporal& t = *r.temporal;
       PrintTable(out, {{"temporal", "time_us", "pct"},

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,31 @@ def test_hta_rules_on_generated_edge_cases(tmp_path):
     tp = trainprof_hta([a, b], tmp_path)
     assert set(hta["ranks"]) == {0, 1} and all(r["temporal"] for r in hta["ranks"].values())
     assert hta_oracle.compare(hta, tp, tol_pp=0.0) == []
+
+
+def test_sub_microsecond_trace_gets_no_impossible_hta_figures(tmp_path):
+    # kineto's docs/traces/before_fix_trace.json: its GPU activity lasts 20 ns. In HTA's whole
+    # microseconds it ends before it starts; HTA 0.5.0 fails on its temporal breakdown, and a
+    # faithful copy of its arithmetic gave compute 200 % and idle -100 %.
+    trace = SHARED_DATA / "traces/kineto/docs/traces/before_fix_trace.json"
+    assert "temporal" in hta_oracle.hta_figures([trace])["errors"]
+    cmd = trainprof_command()
+    compat = json.loads(subprocess.run(cmd + ["analyze", str(trace), "--hta-compat", "--json"],
+                                       check=True, capture_output=True, text=True).stdout)
+    (rank,) = compat["ranks"]
+    assert rank["temporal"] is None
+    assert "undefined" in rank["temporal_note"]
+    # Without --hta-compat, in nanoseconds: the span is the kernels' own (kernels, memcpy and
+    # memset; the events read here, independently), and every part lies within it.
+    events = json.loads(trace.read_text())["traceEvents"]
+    gpu = [e for e in events
+           if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert gpu
+    start = min(Decimal(str(e["ts"])) for e in gpu)
+    end = max(Decimal(str(e["ts"])) + Decimal(str(e["dur"])) for e in gpu)
+    plain = json.loads(subprocess.run(cmd + ["analyze", str(trace), "--json"], check=True,
+                                      capture_output=True, text=True).stdout)
+    t = plain["ranks"][0]["temporal"]
+    assert t["kernel_us"] == pytest.approx(float(end - start), abs=1e-3)
+    for k in ("idle_pct", "compute_pct", "non_compute_pct"):
+        assert 0 <= t[k] <= 100

@@ -64,6 +64,7 @@ json RankToJson(const RankAnalysis& r) {
                      {"non_compute_pct", t.non_compute_pct}};
   } else {
     j["temporal"] = nullptr;
+    if (!r.temporal_note.empty()) j["temporal_note"] = r.temporal_note;
   }
   json kt = json::array();
   for (const auto& k : r.kernel_types) {

@@ -294,6 +294,17 @@ HtaResult AnalyzeHta(const std::vector<HtaRankTrace>& traces, const store::Event
       int64_t idle_us = kernel_us - Sum(groups);
       int64_t compute_us = Sum(merged[0]);
       int64_t non_compute_us = kernel_us - compute_us - idle_us;
+      if (kernel_us <= 0 || idle_us < 0 || non_compute_us < 0) {
+        // HTA's whole-microsecond intervals can end before they start (a kernel of under a
+        // microsecond whose end rounds down past its start): its breakdown has negative parts
+        // then, and HTA 0.5.0 stops on an assertion. No figures rather than impossible ones.
+        a.temporal_note =
+            "HTA's temporal breakdown is undefined for this trace: in whole "
+            "microseconds its GPU activity spans " +
+            std::to_string(kernel_us) + " us (HTA 0.5.0 fails on it); without " +
+            "--hta-compat the breakdown is computed in nanoseconds";
+        compute_us = idle_us = non_compute_us = kernel_us = -1;
+      }
       tb.kernel_ns = kernel_us * 1000;
       tb.idle_ns = idle_us * 1000;
       tb.compute_ns = compute_us * 1000;
@@ -305,7 +316,7 @@ HtaResult AnalyzeHta(const std::vector<HtaRankTrace>& traces, const store::Event
       tb.idle_pct = pct(idle_us);
       tb.compute_pct = pct(compute_us);
       tb.non_compute_pct = pct(non_compute_us);
-      a.temporal = tb;
+      if (a.temporal_note.empty()) a.temporal = tb;
 
       std::map<int, int64_t> masks = TypeSweep(merged);
       int64_t total = 0;
@@ -403,6 +414,7 @@ void ApplyHta(const HtaResult& hta, std::vector<RankAnalysis>* ranks) {
     for (const RankAnalysis& h : hta.ranks) {
       if (h.label != r.label) continue;
       r.temporal = h.temporal;
+      r.temporal_note = h.temporal_note;
       r.kernel_types = h.kernel_types;
       r.idle = h.idle;
       r.comm_comp_overlap_pct = h.comm_comp_overlap_pct;

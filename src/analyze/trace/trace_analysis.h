@@ -86,6 +86,7 @@ struct RankAnalysis {
   int64_t gpu_activities = 0;
   int64_t cpu_spans = 0;
   std::optional<Temporal> temporal;  // absent without GPU activity (CPU-only traces)
+  std::string temporal_note;         // why there is none although there is GPU activity
   std::vector<KernelTypeTime> kernel_types;
   std::vector<IdleEntry> idle;
   std::optional<double> comm_comp_overlap_pct;  // absent without communication kernels
