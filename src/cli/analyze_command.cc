@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -337,9 +339,23 @@ void AddAnalyzeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_flag("--json", opts->json, "Print JSON");
   cmd->add_option("--diff", opts->diff_base,
                   "Compare with this (baseline) run, or Kineto trace file");
+  // A day at most: in nanoseconds the threshold must fit (1e308 overflowed to a threshold of
+  // 0), and NaN passes every comparison, so it is refused by name.
+  const CLI::Validator finite_us(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 86400e6) {
+          return "must be a number of microseconds from 0 to 86400000000 (a day), got " + text;
+        }
+        return {};
+      },
+      "MICROSECONDS");
   cmd->add_option("--kernel-wait-threshold-us", opts->kernel_wait_threshold_us,
-                  "Gaps shorter than this are kernel_wait (default 30 us)");
-  cmd->add_option("--top", opts->top, "Entries in the top lists (default 10)");
+                  "Gaps shorter than this are kernel_wait (default 30 us)")
+      ->check(finite_us);
+  cmd->add_option("--top", opts->top, "Entries in the top lists (default 10)")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_flag("--hta-compat", opts->hta_compat,
                 "HolisticTraceAnalysis 0.5.0's idle, temporal and kernel breakdowns and "
                 "overlap, computed as HTA computes them");
@@ -347,7 +363,8 @@ void AddAnalyzeCommand(CLI::App& app, CommandAction* action) {
                   "Scaling efficiency instead: RUN and these runs of the same job at other world "
                   "sizes, training steps/s per device against the run of fewest devices");
   cmd->add_option("--warmup-steps", opts->warmup_steps,
-                  "--scaling: first training steps of each device left out (default 5)");
+                  "--scaling: first training steps of each device left out (default 5)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([opts, action] { action->run = [opts] { return RunAnalyze(*opts, std::cout); }; });
 }
 

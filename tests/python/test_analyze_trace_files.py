@@ -123,3 +123,21 @@ def test_messages_name_the_files_given_not_the_scratch_run(tmp_path):
     r = run(["analyze", str(TEST), "--scaling", str(BASE)], scratch, check=False)
     assert r.returncode != 0 and "--scaling compares run directories" in r.stderr
     assert list(scratch.iterdir()) == []
+
+
+def test_out_of_range_options_are_refused_by_name(tmp_path):
+    # A threshold of 1e308 us overflowed to 0 ns in silence (every gap became "other"); NaN and
+    # negative values were taken; --top -3 too. Each is refused, naming the option.
+    for args in (["--kernel-wait-threshold-us", "1e308"], ["--kernel-wait-threshold-us", "inf"],
+                 ["--kernel-wait-threshold-us", "nan"], ["--kernel-wait-threshold-us=-5"],
+                 ["--top", "-3"], ["--top", "0"]):
+        proc = run(["analyze", str(BASE), "--json", *args], tmp_path, check=False)
+        assert proc.returncode != 0, args
+        assert args[0].split("=")[0] in proc.stderr, proc.stderr
+        assert proc.stdout == ""
+    # A day is the largest threshold: every gap shorter than that is kernel_wait, as with the
+    # largest threshold HTA's own arithmetic would take.
+    day = json.loads(run(["analyze", str(BASE), "--json", "--kernel-wait-threshold-us",
+                          "86400000000"], tmp_path).stdout)
+    for rank in day["ranks"]:
+        assert not [e for e in rank["idle"] if e["category"] == "other" and e["time_us"] > 0], rank
