@@ -245,6 +245,13 @@ Status BuildSystemUsage(store::RunReader& reader, const TimeRange& range,
       }
       nu.metrics.push_back(std::move(mu));
     }
+    // A node whose facts name no GPU but whose GPUs were measured (an import: SageMaker's
+    // system files give utilisation per GPU, not the GPU's model) has those GPUs.
+    if (nu.gpu_names.empty() && !gpu_rows.empty()) {
+      for (const auto& [device, _] : gpu_rows)
+        nu.gpu_names.push_back(device + " (model not recorded)");
+      report.summary.gpu_count += static_cast<int>(gpu_rows.size());
+    }
     nu.heatmap.start_ns = range.start_ns;
     nu.heatmap.bucket_ns = bucket_ns;
     nu.heatmap.columns = columns;

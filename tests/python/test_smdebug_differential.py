@@ -358,6 +358,24 @@ def test_overall_system_usage_reads_sagemakers_memory_and_io_wait(tmp_path):
     assert io["min"] == pytest.approx(round(min(iowait_means), 3), abs=1e-9)
 
 
+def test_report_counts_the_gpus_smdebug_measured(tmp_path):
+    # SageMaker's system files give utilisation per GPU but no GPU model: the report's summary
+    # said "GPUs 0" beside a mean GPU utilisation.
+    src = RES / "test_traces"
+    out = tmp_path / "run"
+    import_run(src, out)
+    gpus = {(e.node_id, e.name) for e in LocalSystemMetricsReader(str(src)).get_events(0, FOREVER_US)
+            if e.type == "gpu" and e.dimension == "GPUUtilization"}
+    assert gpus
+    report = tmp_path / "report.json"
+    subprocess.run([*trainprof_command(), "report", str(out), "--out", str(tmp_path / "r.html"),
+                    "--json", str(report)], check=True, capture_output=True, timeout=120)
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["gpus"] == len(gpus)
+    (node,) = doc["system"]["nodes"]
+    assert len(node["gpus"]) == len(gpus)
+
+
 def test_rules_joining_framework_and_system_data_find_datapoints(tmp_path):
     write_30_minute_job(tmp_path / "job")
     out = tmp_path / "run"
