@@ -21,7 +21,8 @@ COLUMNS = [
     "provider", "service", "instance_type", "region", "family", "vcpus", "memory_gib",
     "accel_count", "accel_model", "accel_mem_gib_each", "accel_mem_mib_api", "local_nvme_gb",
     "price_usd_per_hour", "price_basis", "price_source", "price_as_of",
-    "spot_discount_pct", "spot_interrupt_bucket", "spot_source", "spot_as_of",
+    "spot_discount_pct", "spot_price_usd_per_hour", "spot_interrupt_bucket", "spot_source",
+    "spot_as_of",
     "confidence", "notes", "spec_source",
 ]
 
@@ -37,6 +38,10 @@ def main():
             "accel_mem_gib_each": r["accel_mem_gib_each"] if r["accel_count"] not in ("", "0") else "",
             "accel_mem_mib_api": r["accel_mem_mib_api"], "local_nvme_gb": r["local_nvme_gb"],
             "spot_discount_pct": r["spot_discount_pct"],
+            # A spot list price where the source gives one for the row's own service (GCP's
+            # Spot VM price); AWS's spot_usd_hr is a 2024 EC2 average, a discount only
+            # (NOTES.md section 1 and its sources list).
+            "spot_price_usd_per_hour": r["spot_usd_hr"] if r["provider"] == "gcp" else "",
             "spot_interrupt_bucket": r["spot_interrupt_bucket"],
             "spot_source": (r["spot_basis"] + " ; " + r["spot_source"]).strip(" ;"),
             "spot_as_of": r["spot_as_of"], "confidence": r["confidence"], "notes": r["notes"],

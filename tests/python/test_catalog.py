@@ -100,3 +100,28 @@ def test_named_prices_equal_the_research_table(cloud, instance_type, column, ser
            if r["service"] == service and r["instance_type"] == catalog_type]
     assert len(cat) == 1
     assert src[0][column] and float(cat[0]["price_usd_per_hour"]) == float(src[0][column])
+
+
+def test_spot_bills_the_research_tables_spot_list_price(cloud, tmp_path):
+    """GCP's research rows give the Spot VM list price itself; `cost --spot` bills that price,
+    not one rebuilt from the rounded discount (a3-megagpu-8g: 23.2752 $/h, not 23.2344), with
+    the spot figure's date and source."""
+    import json
+    import subprocess
+
+    from conftest import trainprof_command
+
+    run = tmp_path / "run"
+    subprocess.run(trainprof_command() + ["demo", "--out", str(run)], check=True,
+                   capture_output=True, timeout=300)
+    listed = [r for r in cloud if r["provider"] == "gcp" and r["spot_usd_hr"]]
+    assert len(listed) >= 10
+    for r in listed:
+        out = subprocess.run(trainprof_command() + ["cost", str(run), "--instance-type",
+                                                    r["instance_type"], "--spot", "--json"],
+                             check=True, capture_output=True, text=True, timeout=120).stdout
+        (node,) = json.loads(out)["nodes"]
+        price = node["price"]
+        assert price["price_usd_per_hour"] == pytest.approx(float(r["spot_usd_hr"]), abs=1e-12), r
+        assert price["spot_as_of"] == r["spot_as_of"]
+        assert r["spot_source"] in price["spot_source"]

@@ -125,9 +125,14 @@ StatusOr<InstanceType> ReadInstance(const RowReader& r) {
   if (t.spot_discount_pct && *t.spot_discount_pct >= 100) {
     return r.Error("spot_discount_pct", "must be below 100");
   }
+  TP_ASSIGN_OR_RETURN(t.spot_price_usd_per_hour, r.Number("spot_price_usd_per_hour"));
   t.spot_interrupt_bucket = r.Text("spot_interrupt_bucket");
   t.spot_source = r.Text("spot_source");
   TP_ASSIGN_OR_RETURN(t.spot_as_of, r.Date("spot_as_of"));
+  if (t.spot_price_usd_per_hour) {
+    if (t.spot_as_of.empty()) return r.Error("spot_as_of", "a spot price needs its date");
+    if (t.spot_source.empty()) return r.Error("spot_source", "a spot price needs its source");
+  }
   t.confidence = r.Text("confidence");
   t.notes = r.Text("notes");
   t.spec_source = r.Text("spec_source");
@@ -364,8 +369,10 @@ Status MergeInstancesText(Catalog* catalog, const std::string& text, const std::
       existing->price_source = row.price_source;
       existing->price_as_of = row.price_as_of;
     }
-    if (row.spot_discount_pct) {
+    if (row.spot_discount_pct || row.spot_price_usd_per_hour) {
+      // The spot figures, their source and date travel together too.
       existing->spot_discount_pct = row.spot_discount_pct;
+      existing->spot_price_usd_per_hour = row.spot_price_usd_per_hour;
       existing->spot_source = row.spot_source;
       existing->spot_as_of = row.spot_as_of;
     }
@@ -454,7 +461,27 @@ std::vector<std::string> StalePriceWarnings(const InstanceType& row, int64_t now
   return out;
 }
 
+std::vector<std::string> StaleSpotWarnings(const InstanceType& row, int64_t now_ns,
+                                           int max_age_days) {
+  std::vector<std::string> out;
+  auto age = AgeDays(row.spot_as_of, now_ns);
+  if ((row.spot_discount_pct || row.spot_price_usd_per_hour) && age && *age > max_age_days) {
+    out.push_back("the spot figure of " + row.instance_type + " is from " + row.spot_as_of + " (" +
+                  std::to_string(*age) + " days old, over " + std::to_string(max_age_days) +
+                  "): spot prices move; check the provider's current spot price");
+  }
+  return out;
+}
+
 double TypicalSpotDiscountPct(const Catalog& catalog, const InstanceType& row, std::string* basis) {
+  if (row.spot_price_usd_per_hour && row.price_usd_per_hour && *row.price_usd_per_hour > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "spot list price %.4f $/h of %s against %.4f on demand",
+                  *row.spot_price_usd_per_hour, row.instance_type.c_str(), *row.price_usd_per_hour);
+    *basis = std::string(buf) + " (" + row.spot_source +
+             (row.spot_as_of.empty() ? "" : ", " + row.spot_as_of) + ")";
+    return (1 - *row.spot_price_usd_per_hour / *row.price_usd_per_hour) * 100;
+  }
   if (row.spot_discount_pct) {
     *basis = "catalog spot discount of " + row.instance_type + " (" + row.spot_source +
              (row.spot_as_of.empty() ? "" : ", " + row.spot_as_of) + ")";

@@ -38,6 +38,9 @@ struct InstanceType {
   std::string price_source;
   std::string price_as_of;  // YYYY-MM-DD
   std::optional<double> spot_discount_pct;
+  // A spot list price (GCP's Spot VM price), exact where the discount above is rounded; its
+  // source and date are spot_source and spot_as_of.
+  std::optional<double> spot_price_usd_per_hour;
   std::string spot_interrupt_bucket;  // Spot Advisor bucket, "15-20%"
   std::string spot_source;
   std::string spot_as_of;
@@ -116,9 +119,14 @@ std::optional<int64_t> AgeDays(const std::string& date, int64_t now_ns);
 std::vector<std::string> StalePriceWarnings(const InstanceType& row, int64_t now_ns,
                                             int max_age_days);
 
-// The typical spot discount for a row: its own figure, else the median of its family's rows
-// in the same provider, else NOTES.md section 5.4's planning default of 55 %. `basis` says
-// which one was used and its source.
+// The same for the row's spot figure (discount or spot price), when a spot price is used.
+std::vector<std::string> StaleSpotWarnings(const InstanceType& row, int64_t now_ns,
+                                           int max_age_days);
+
+// The typical spot discount for a row: its spot list price against its on-demand price (exact),
+// else its own discount figure, else the median of its family's rows in the same provider,
+// else NOTES.md section 5.4's planning default of 55 %. `basis` says which one was used and
+// its source.
 double TypicalSpotDiscountPct(const Catalog& catalog, const InstanceType& row, std::string* basis);
 
 // Maps an NVML device name ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB") to the

@@ -83,11 +83,21 @@ StatusOr<PriceUsed> PriceFor(const Catalog& catalog, const InstanceType* row,
     std::string basis;
     double d = TypicalSpotDiscountPct(catalog, *row, &basis);
     p.spot_discount_pct = d;
-    p.price_usd_per_hour *= 1 - d / 100;
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.1f", d);
-    p.basis += "; managed spot, estimated at " + std::string(buf) + " % off (" + basis +
-               "); SageMaker reports the real saving per job";
+    if (row->spot_price_usd_per_hour) {
+      // A spot list price is the price, not a rounded discount off the on-demand one.
+      p.price_usd_per_hour = *row->spot_price_usd_per_hour;
+      p.basis += "; spot: " + basis + ", " + std::string(buf) + " % off";
+    } else {
+      p.price_usd_per_hour *= 1 - d / 100;
+      p.basis += "; managed spot, estimated at " + std::string(buf) + " % off (" + basis +
+                 "); SageMaker reports the real saving per job";
+    }
+    if (row->spot_discount_pct || row->spot_price_usd_per_hour) {
+      p.spot_source = row->spot_source;
+      p.spot_as_of = row->spot_as_of;
+    }
   }
   if (options.discount_pct) {
     p.discount_pct = *options.discount_pct;
@@ -510,6 +520,11 @@ StatusOr<CostReport> ComputeCost(store::RunReader& run, const Catalog& catalog,
         n.price.source.rfind("user", 0) != 0) {
       for (auto& w : StalePriceWarnings(n.instance, now_ns, options.max_price_age_days)) {
         report.warnings.push_back(w);
+      }
+      if (n.price.spot_discount_pct) {
+        for (auto& w : StaleSpotWarnings(n.instance, now_ns, options.max_price_age_days)) {
+          report.warnings.push_back(w);
+        }
       }
     }
     if (n.detection) {

@@ -54,6 +54,7 @@ struct PriceUsed {
   std::string source;
   std::string as_of;
   std::optional<double> spot_discount_pct;
+  std::string spot_source, spot_as_of;  // where the spot figure came from, and its date
   std::optional<double> discount_pct;
 };
 

@@ -128,6 +128,28 @@ TEST(CostModelTest, EbsOnlyTypeWith100GbVolume) {
   EXPECT_NEAR(Cost(WriteRun(meta, {n}), o).total_cost_usd, 0.98, kCent);
 }
 
+TEST(CostModelTest, ASpotPriceSaysTheDateOfItsSpotFigure) {
+  // ml.m5.xlarge on spot: the on-demand price is of 2026-09-27, the 63 % discount of
+  // 2024-04-03 (an EC2 spot average): the price says both, and the old spot figure is a
+  // warning as an old price is.
+  NodeSpec n;
+  n.info = Node("algo-1");
+  CostOptions o;
+  o.spot = true;
+  CostReport r = Cost(WriteRun(Meta("ml.m5.xlarge", 3600), {n}), o);
+  const PriceUsed& p = r.nodes[0].price;
+  EXPECT_EQ(p.as_of, "2026-09-27");
+  EXPECT_EQ(p.spot_as_of, "2024-04-03");
+  EXPECT_NE(p.spot_source.find("ec2instances.info"), std::string::npos) << p.spot_source;
+  EXPECT_NEAR(p.price_usd_per_hour, 0.23 * 0.37, 1e-12);
+  bool warned = false;
+  for (const std::string& w : r.warnings) {
+    warned = warned || w.find("the spot figure of ml.m5.xlarge is from 2024-04-03") == 0;
+  }
+  EXPECT_TRUE(warned);
+  EXPECT_NE(CostReportToText(r).find("spot figure of 2024-04-03"), std::string::npos);
+}
+
 TEST(CostModelTest, SpotJobAndDiscounts) {
   // ml.g5.2xlarge 1.515 $/h on managed spot: the catalog's 62 % (Spot Advisor 2026-09-20) ->
   // 1.515 x 0.38 = 0.5757 $/h; 90 min -> 0.86355 -> $0.86. NVMe type: no storage.

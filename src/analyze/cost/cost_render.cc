@@ -40,6 +40,8 @@ json PriceJson(const PriceUsed& p) {
           {"source", p.source},
           {"as_of", p.as_of},
           {"spot_discount_pct", Opt(p.spot_discount_pct)},
+          {"spot_source", p.spot_source.empty() ? json(nullptr) : json(p.spot_source)},
+          {"spot_as_of", p.spot_as_of.empty() ? json(nullptr) : json(p.spot_as_of)},
           {"discount_pct", Opt(p.discount_pct)}};
 }
 
@@ -186,6 +188,7 @@ std::string CostReportToText(const CostReport& r) {
     out << "  node " << n.node << ": " << n.instance_type << " (" << n.instance_source << ") at "
         << Money(n.price.price_usd_per_hour) << "/h";
     if (!n.price.as_of.empty()) out << ", price of " << n.price.as_of;
+    if (!n.price.spot_as_of.empty()) out << ", spot figure of " << n.price.spot_as_of;
     out << "\n    price: " << n.price.basis << "\n    source: " << n.price.source << "\n";
     if (!n.storage_basis.empty()) out << "    storage: " << n.storage_basis << "\n";
   }
