@@ -409,6 +409,11 @@ StatusOr<CostReport> ComputeCost(store::RunReader& run, const Catalog& catalog,
     for (const Segment& s : segs) {
       phase_s[s.phase] += static_cast<double>(s.end_ns - s.start_ns) / kNs;
     }
+    // What per-second billing rounds up (under a second) is billed too: a phase of its own,
+    // so that the phases add up to the node's bill.
+    const double round_up_s =
+        static_cast<double>(nc.billed_seconds * kNanosPerSecond - window_ns) / kNs;
+    if (round_up_s > 0) phase_s[kPhaseRoundUp] += round_up_s;
     for (const auto& [phase, secs] : phase_s) {
       nc.phases.push_back({phase, secs, secs * nc.rate_usd_per_second});
     }

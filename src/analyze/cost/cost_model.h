@@ -24,6 +24,9 @@ namespace trainprof::cost {
 // Phase names, as recorded in "phase" spans (DESIGN.md); "other" is billed time that no phase
 // span covers when a run has some.
 inline constexpr const char* kPhaseOther = "other";
+// Per-second billing rounds the billed window up to whole seconds: that fraction of a second
+// is this phase, so that the phases add up to the bill.
+inline constexpr const char* kPhaseRoundUp = "billing_round_up";
 
 // Annotation (or run.json tag) keys that give sample and epoch counts; see docs/cost.md.
 inline constexpr const char* kKeySamplesPerStep = "samples_per_step";  // global batch size

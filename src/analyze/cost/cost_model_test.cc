@@ -150,6 +150,31 @@ TEST(CostModelTest, ASpotPriceSaysTheDateOfItsSpotFigure) {
   EXPECT_NE(CostReportToText(r).find("spot figure of 2024-04-03"), std::string::npos);
 }
 
+TEST(CostModelTest, ThePhasesAddUpToTheBill) {
+  // 15.4295 s of ml.g5.2xlarge (1.515 $/h, per second): 16 s billed, $0.0067333. The phases
+  // (download 2 s, training the rest) and the 0.5705 s that per-second billing rounds up add
+  // up to it; the round-up was in no phase.
+  NodeSpec n;
+  n.info = Node("algo-1");
+  n.phases = {{"download", 0, 2}, {"training", 2, 15.4295}};
+  CostReport r = Cost(WriteRun(Meta("ml.g5.2xlarge", 15.4295), {n}));
+  EXPECT_EQ(r.nodes[0].billed_seconds, 16);
+  EXPECT_NEAR(r.total_cost_usd, 16 * 1.515 / 3600, 1e-12);
+  double seconds = 0, dollars = 0;
+  for (const PhaseCost& p : r.phases) {
+    seconds += p.billed_seconds;
+    dollars += p.cost_usd;
+  }
+  EXPECT_NEAR(seconds, 16, 1e-9);
+  EXPECT_NEAR(dollars, r.total_cost_usd, 1e-12);
+  const PhaseCost* up = Phase(r, kPhaseRoundUp);
+  ASSERT_NE(up, nullptr);
+  EXPECT_NEAR(up->billed_seconds, 0.5705, 1e-9);
+  ASSERT_EQ(r.phases.back().phase, kPhaseRoundUp);
+  // A whole number of seconds rounds nothing up: no such phase.
+  EXPECT_EQ(Phase(Cost(WriteRun(Meta("ml.g5.2xlarge", 16), {n})), kPhaseRoundUp), nullptr);
+}
+
 TEST(CostModelTest, SpotJobAndDiscounts) {
   // ml.g5.2xlarge 1.515 $/h on managed spot: the catalog's 62 % (Spot Advisor 2026-09-20) ->
   // 1.515 x 0.38 = 0.5757 $/h; 90 min -> 0.86355 -> $0.86. NVMe type: no storage.

@@ -24,7 +24,7 @@ int PhasePriority(const std::string& phase) {
 int PhaseOrder(const std::string& phase) {
   static const std::vector<std::string> kOrder = {"download",   "initialization", "training",
                                                   "evaluation", "checkpoint",     "finalization",
-                                                  "upload",     kPhaseOther};
+                                                  "upload",     kPhaseOther,      kPhaseRoundUp};
   auto it = std::find(kOrder.begin(), kOrder.end(), phase);
   return it == kOrder.end() ? 100 : static_cast<int>(it - kOrder.begin());
 }
