@@ -200,6 +200,41 @@ TEST(CostCommandTest, LsShowsCostWhenRunNamesItsInstance) {
   ASSERT_TRUE(RunLs(ls, text).ok());
   EXPECT_NE(text.str().find("$29.38"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("COST (EST.)"), std::string::npos);
+  // Every price it used, with its date and source.
+  EXPECT_NE(text.str().find("ml.p3.8xlarge: $14.6880/h, price of 2021-11-29 (https://github.com/"),
+            std::string::npos)
+      << text.str();
+}
+
+TEST(CostCommandTest, LsPricesASpotRunAsCostBillsIt) {
+  // A run tagged managed_spot=true: the listing took the on-demand price (29.376) where
+  // `trainprof cost` bills spot. ml.p3.8xlarge's catalog discount is 64 %: 14.688 x 0.36 x 2 h
+  // = $10.57536, the bill's compute part.
+  std::string dir = TempDir();
+  const std::string run = WriteP3Run(dir + "/p3spot");
+  auto meta = store::ReadRunMetadata(run);
+  ASSERT_TRUE(meta.ok());
+  meta->tags["managed_spot"] = "true";
+  ASSERT_TRUE(store::WriteRunMetadata(run, *meta).ok());
+  LsOptions ls;
+  ls.dir = dir;
+  ls.json = true;
+  std::ostringstream out;
+  ASSERT_TRUE(RunLs(ls, out).ok());
+  auto j = nlohmann::json::parse(out.str());
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const auto& r = j["runs"][0];
+  EXPECT_NEAR(r["cost_usd_estimate"].get<double>(), 14.688 * 0.36 * 2, 1e-9);
+  EXPECT_EQ(r["price"]["spot"], true);
+  EXPECT_EQ(r["price"]["as_of"], "2021-11-29");
+  EXPECT_FALSE(r["price"]["spot_as_of"].get<std::string>().empty());
+  CostCommandOptions o;
+  o.run = run;
+  o.json = true;
+  std::ostringstream bill;
+  ASSERT_TRUE(RunCost(o, bill).ok());
+  auto b = nlohmann::json::parse(bill.str());
+  EXPECT_NEAR(b["compute_cost_usd"].get<double>(), r["cost_usd_estimate"].get<double>(), 1e-9);
 }
 
 TEST(CostCommandTest, DemoRunWithAnInstanceType) {

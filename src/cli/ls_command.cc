@@ -6,9 +6,12 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <utility>
 #include "base/time.h"
 
 #include "analyze/cost/catalog.h"
+#include "analyze/cost/cost_model.h"
 #include "base/json_dump.h"
 #include "cli/command.h"
 #include "cli/commands.h"
@@ -19,12 +22,16 @@
 namespace trainprof::cli {
 namespace {
 
-// A quick cost estimate for the listing: the catalog's price for run.json's instance type x the
+// A quick cost estimate for the listing: the catalog's price for run.json's instance type (its
+// spot price when run.json's tag managed_spot is "true", as `trainprof cost` bills it) x the
 // run's duration (whole seconds, rounded up) x its instances. Only runs that name their type get
 // one (no store is opened); `trainprof cost` gives the bill by phase.
 struct LsCost {
   std::string instance_type;
   std::optional<double> cost_usd;
+  std::optional<double> price_usd_per_hour;
+  bool spot = false;
+  const cost::InstanceType* row = nullptr;  // the catalog row priced, with its date and source
 };
 
 class LsCostEstimator {
@@ -44,9 +51,14 @@ class LsCostEstimator {
     if (!catalog_) return out;
     const cost::InstanceType* t = cost::FindInstance(*catalog_, out.instance_type);
     if (t == nullptr || !t->price_usd_per_hour) return out;
+    auto spot = meta->tags.find(cost::kKeySpot);
+    out.spot = spot != meta->tags.end() && spot->second == "true";
+    out.row = t;
+    out.price_usd_per_hour = out.spot ? cost::SpotPriceUsdPerHour(*catalog_, *t, nullptr, nullptr)
+                                      : *t->price_usd_per_hour;
     const int64_t secs = (*r.duration_ns + kNanosPerSecond - 1) / kNanosPerSecond;
     const int count = meta->instance_count.value_or(std::max(1, r.node_count));
-    out.cost_usd = *t->price_usd_per_hour * static_cast<double>(secs) / 3600.0 * count;
+    out.cost_usd = *out.price_usd_per_hour * static_cast<double>(secs) / 3600.0 * count;
     return out;
   }
 
@@ -90,6 +102,18 @@ Status RunLs(const LsOptions& options, std::ostream& out) {
       row["instance_type"] = costs[i].instance_type;
       row["cost_usd_estimate"] =
           costs[i].cost_usd ? nlohmann::json(*costs[i].cost_usd) : nlohmann::json(nullptr);
+      if (const cost::InstanceType* t = costs[i].row) {
+        // The estimate's price with its date and source, as every price trainprof shows.
+        nlohmann::json price = {{"usd_per_hour", *costs[i].price_usd_per_hour},
+                                {"as_of", t->price_as_of},
+                                {"source", t->price_source},
+                                {"spot", costs[i].spot}};
+        if (costs[i].spot) {
+          price["spot_as_of"] = t->spot_as_of;
+          price["spot_source"] = t->spot_source;
+        }
+        row["price"] = price;
+      }
       j.push_back(row);
     }
     out << DumpJson(nlohmann::json{{"runs", j}}, 2) << "\n";
@@ -119,8 +143,20 @@ Status RunLs(const LsOptions& options, std::ostream& out) {
   }
   PrintTable(out, rows);
   if (any_type) {
-    out << "COST (EST.): list price x duration x instances; 'trainprof cost RUN' for the bill "
-           "by phase\n";
+    out << "COST (EST.): list price (spot price for runs tagged managed_spot=true) x duration x "
+           "instances; 'trainprof cost RUN' for the bill by phase. Prices:\n";
+    std::set<std::pair<std::string, bool>> shown;
+    for (const LsCost& c : costs) {
+      if (c.row == nullptr || !shown.insert({c.instance_type, c.spot}).second) continue;
+      char price[64];
+      std::snprintf(price, sizeof(price), "$%.4f/h", *c.price_usd_per_hour);
+      out << "  " << c.instance_type << (c.spot ? " (spot)" : "") << ": " << price << ", price of "
+          << c.row->price_as_of << " (" << c.row->price_source << ")";
+      if (c.spot && !c.row->spot_as_of.empty()) {
+        out << "; spot figure of " << c.row->spot_as_of << " (" << c.row->spot_source << ")";
+      }
+      out << "\n";
+    }
   }
   return OkStatus();
 }

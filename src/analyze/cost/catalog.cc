@@ -461,6 +461,17 @@ std::vector<std::string> StalePriceWarnings(const InstanceType& row, int64_t now
   return out;
 }
 
+double SpotPriceUsdPerHour(const Catalog& catalog, const InstanceType& row, double* discount_pct,
+                           std::string* basis) {
+  std::string b;
+  const double d = TypicalSpotDiscountPct(catalog, row, &b);
+  if (discount_pct != nullptr) *discount_pct = d;
+  if (basis != nullptr) *basis = b;
+  // A spot list price is the price, not a rounded discount off the on-demand one.
+  if (row.spot_price_usd_per_hour) return *row.spot_price_usd_per_hour;
+  return row.price_usd_per_hour.value_or(0) * (1 - d / 100);
+}
+
 std::vector<std::string> StaleSpotWarnings(const InstanceType& row, int64_t now_ns,
                                            int max_age_days) {
   std::vector<std::string> out;

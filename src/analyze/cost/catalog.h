@@ -119,6 +119,11 @@ std::optional<int64_t> AgeDays(const std::string& date, int64_t now_ns);
 std::vector<std::string> StalePriceWarnings(const InstanceType& row, int64_t now_ns,
                                             int max_age_days);
 
+// The spot price of a priced row: its spot list price, else its list price less
+// TypicalSpotDiscountPct. `discount_pct` and `basis` say how (either may be null).
+double SpotPriceUsdPerHour(const Catalog& catalog, const InstanceType& row, double* discount_pct,
+                           std::string* basis);
+
 // The same for the row's spot figure (discount or spot price), when a spot price is used.
 std::vector<std::string> StaleSpotWarnings(const InstanceType& row, int64_t now_ns,
                                            int max_age_days);

@@ -81,16 +81,14 @@ StatusOr<PriceUsed> PriceFor(const Catalog& catalog, const InstanceType* row,
   p.as_of = row->price_as_of;
   if (spot) {
     std::string basis;
-    double d = TypicalSpotDiscountPct(catalog, *row, &basis);
+    double d = 0;
+    p.price_usd_per_hour = SpotPriceUsdPerHour(catalog, *row, &d, &basis);
     p.spot_discount_pct = d;
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.1f", d);
     if (row->spot_price_usd_per_hour) {
-      // A spot list price is the price, not a rounded discount off the on-demand one.
-      p.price_usd_per_hour = *row->spot_price_usd_per_hour;
       p.basis += "; spot: " + basis + ", " + std::string(buf) + " % off";
     } else {
-      p.price_usd_per_hour *= 1 - d / 100;
       p.basis += "; managed spot, estimated at " + std::string(buf) + " % off (" + basis +
                  "); SageMaker reports the real saving per job";
     }
