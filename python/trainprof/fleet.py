@@ -44,7 +44,7 @@ import json
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainprof._fleet_base import (
@@ -86,6 +86,7 @@ class RunRow:
     end_ns: int = 0
     price_usd_per_hour: float | None = None
     warm_pool: dict | None = None  # {"seconds", "cost_usd", "usd_per_hour", "source"}
+    prices: list = field(default_factory=list)  # the prices it was billed at, dated and sourced
 
 
 def run_row(s: dict) -> RunRow:
@@ -135,7 +136,23 @@ def run_row(s: dict) -> RunRow:
         usage=usage, phases=phases, what_ifs=what_ifs,
         rules_fired=[str(r) for r in (cost.get("rules_fired") or [])[:256]],
         job=_job_of(s), end_ns=int(run["end_ns"]) if isinstance(run.get("end_ns"), int) else 0,
-        price_usd_per_hour=_rate_of(cost))
+        price_usd_per_hour=_rate_of(cost), prices=_prices_of(cost))
+
+
+PRICE_KEYS = ("instance_type", "price_usd_per_hour", "as_of", "source", "spot_as_of",
+              "spot_source")
+
+
+def _prices_of(cost: dict) -> list:
+    """The prices a run was billed at (one per node, or the run's), each with its date and
+    source as `trainprof cost` gave them."""
+    out = []
+    for p in [n.get("price") for n in (cost.get("nodes") or [])[:100_000]] or [cost.get("price")]:
+        if isinstance(p, dict) and isinstance(p.get("price_usd_per_hour"), (int, float)):
+            row = tuple(p.get(k) for k in PRICE_KEYS)
+            if row not in out:
+                out.append(row)
+    return out
 
 
 def _rate_of(cost: dict) -> float | None:
@@ -200,15 +217,26 @@ def apply_warm_pool(row: RunRow, s: dict, describe: dict) -> None:
                          "source": source + "; no hourly price to price it"}
         return
     cost = secs * row.price_usd_per_hour / 3600.0
-    row.warm_pool = {"seconds": secs, "cost_usd": cost, "usd_per_hour": row.price_usd_per_hour,
+    # The retained instances keep their ML storage volume (NOTES.md section 2.6: "plus their ML
+    # storage"), at the run's own storage rate per instance-second.
+    storage = 0.0
+    if row.storage_cost_usd > 0 and row.billed_instance_seconds > 0:
+        storage = secs * row.storage_cost_usd / row.billed_instance_seconds
+    row.warm_pool = {"seconds": secs, "cost_usd": cost + storage, "instance_cost_usd": cost,
+                     "storage_cost_usd": storage, "usd_per_hour": row.price_usd_per_hour,
                      "source": source}
-    row.total_cost_usd += cost
+    row.total_cost_usd += cost + storage
     row.compute_cost_usd += cost
+    row.storage_cost_usd += storage
     instance_usage = next((u for u in row.usage if not u[0].endswith(STORAGE_USAGE)), None)
     ut = instance_usage[0] if instance_usage else usage_type({}, row.region,
                                                              row.instance_type or "unknown")
-    row.usage = row.usage + [(ut, secs / 3600.0, cost)]
-    row.phases = row.phases + [("warm_pool", secs, cost)]
+    added = [(ut, secs / 3600.0, cost)]
+    storage_usage = next((u for u in row.usage if u[0].endswith(STORAGE_USAGE)), None)
+    if storage > 0 and storage_usage is not None:
+        added.append((storage_usage[0], secs / 3600.0, storage))
+    row.usage = row.usage + added
+    row.phases = row.phases + [("warm_pool", secs, cost + storage)]
 
 
 def _day(ns: int) -> str:
@@ -377,10 +405,22 @@ def aggregate(rows: list[RunRow], top: int = 10, cur: dict | None = None) -> dic
                       "report": _report_of(r.location)}
                      for r in sorted(priced, key=lambda r: -r.total_cost_usd)[:top]],
         "unpriced": [{"run": r.location, "why": r.cost_error} for r in rows if not r.priced],
+        "prices": _prices_used(priced),
     }
     if billed_other is not None:
         out["billed_other_jobs"] = billed_other
     return out
+
+
+def _prices_used(priced: list) -> list:
+    """Every price the fleet's dollars rest on, with its date and source and how many runs it
+    priced (every figure shows its date and source)."""
+    runs: dict = {}
+    for r in priced:
+        for p in r.prices:
+            runs[p] = runs.get(p, 0) + 1
+    return [dict(zip(PRICE_KEYS, p), runs=n)
+            for p, n in sorted(runs.items(), key=lambda x: (str(x[0][0]), -x[1]))]
 
 
 def _report_of(location: str) -> str | None:
@@ -467,6 +507,15 @@ def render_text(a: dict) -> str:
         for r in a["reconciliation"]:
             for p in r["problems"]:
                 o.write(f"  {r['job']}: {p}\n")
+    if a.get("prices"):
+        o.write(_table([["priced at", "$/h", "price of", "spot figure of", "runs"]]
+                       + [[p["instance_type"] or "?", f"{p['price_usd_per_hour']:.4f}",
+                           p["as_of"] or "n/a", p["spot_as_of"] or "-", str(p["runs"])]
+                          for p in a["prices"]]))
+        for src in sorted({p["source"] for p in a["prices"] if p["source"]}
+                          | {p["spot_source"] for p in a["prices"] if p["spot_source"]}):
+            o.write(f"  source: {src}\n")
+        o.write("\n")
     if a["unpriced"]:
         o.write(f"{len(a['unpriced'])} runs without a price (cost n/a, not counted):\n")
         for u in a["unpriced"][:10]:

@@ -231,9 +231,26 @@ def test_fleet_of_real_runs_matches_the_invoice(fleet, tmp_path):
     assert len(plain["unpriced"]) == len(dirs) - len(priceable)
     assert all(u["why"] for u in plain["unpriced"])
 
+    # Every price the fleet's dollars rest on, with its date and source: the catalog's row
+    # (data/catalog/instances.csv, read here), and the runs it priced.
+    with open(REPO / "data" / "catalog" / "instances.csv", newline="") as f:
+        catalog = {(r["instance_type"]): r for r in csv.DictReader(f)}
+    assert out["prices"]
+    priced_runs = defaultdict(int)
+    for c in bill.values():
+        for key in {(n["instance_type"], n["price"]["price_usd_per_hour"]) for n in c["nodes"]}:
+            priced_runs[key] += 1
+    for p in out["prices"]:
+        row = catalog[p["instance_type"]]
+        assert p["as_of"] == row["price_as_of"] and p["source"] == row["price_source"], p
+        if p["spot_as_of"] is None:
+            assert p["price_usd_per_hour"] == pytest.approx(float(row["price_usd_per_hour"]))
+        assert p["runs"] == priced_runs[(p["instance_type"], p["price_usd_per_hour"])]
+
     # Text, CSV and Parquet say the same.
     text = cli("fleet", runs, "--instance-type", UNLABELLED_TYPE, env=env).stdout
     assert "USE1-Train:ml.p3.2xlarge" in text and f"{len(dirs)} runs" in text
+    assert "price of" in text and "source: " in text
     cli("fleet", runs, "--instance-type", UNLABELLED_TYPE, "--csv", tmp_path / "f.csv", env=env)
     rows = list(csv.DictReader(io.StringIO((tmp_path / "f.csv").read_text())))
     assert float(next(r for r in rows if r["dimension"] == "total")["cost_usd"]) == \

@@ -116,19 +116,26 @@ def test_warm_pool_cur_and_month_by_hand(fleet):
     warm_b_s = float(b[9]["warm_pool_seconds"]) * b[4]
     warm_a = warm_a_s * a[3] / 3600
     warm_b = warm_b_s * b[3] / 3600
+    # The retained instances keep their ML storage (NOTES.md 2.6): job-a's volume costs
+    # $0.05 a node over its 3600 billed s; job-b's type has no storage line.
+    warm_a_storage = warm_a_s * a[6] / a[5]
+    assert warm_a_storage > 0 and b[6] == 0
     measured = math.fsum(summary(*r)["cost"]["total_cost_usd"] for r in RUNS)
-    assert out["total_cost_usd"] == pytest.approx(measured + warm_a + warm_b, rel=1e-12)
+    assert out["total_cost_usd"] == pytest.approx(measured + warm_a + warm_a_storage + warm_b,
+                                                  rel=1e-12)
     wp = {w["job"]: w for w in out["warm_pool"]["runs"]}
     assert set(wp) == {"job-a", "job-b"}
-    assert wp["job-a"]["seconds"] == warm_a_s and wp["job-a"]["cost_usd"] == pytest.approx(warm_a)
+    assert wp["job-a"]["seconds"] == warm_a_s
+    assert wp["job-a"]["cost_usd"] == pytest.approx(warm_a + warm_a_storage)
+    assert wp["job-a"]["storage_cost_usd"] == pytest.approx(warm_a_storage)
     assert "DescribeTrainingJob job-a" in wp["job-a"]["source"]
     assert "ResourceRetainedBillableTimeInSeconds 600 x InstanceCount 2" in wp["job-a"]["source"]
     assert wp["job-b"]["seconds"] == warm_b_s and wp["job-b"]["cost_usd"] == pytest.approx(warm_b)
     assert wp["job-b"]["source"].startswith("tag warm_pool_seconds=300")
-    assert out["warm_pool"]["cost_usd"] == pytest.approx(warm_a + warm_b)
+    assert out["warm_pool"]["cost_usd"] == pytest.approx(warm_a + warm_a_storage + warm_b)
     phases = {p["phase"]: p for p in out["by_phase"]}
     assert phases["warm_pool"]["billed_seconds"] == warm_a_s + warm_b_s
-    assert phases["warm_pool"]["cost_usd"] == pytest.approx(warm_a + warm_b)
+    assert phases["warm_pool"]["cost_usd"] == pytest.approx(warm_a + warm_a_storage + warm_b)
 
     # Usage types: measured hours and cost (warm pool included) beside CUR's of the same jobs.
     g5 = [r for r in RUNS if r[2] == "ml.g5.xlarge"]
@@ -139,6 +146,8 @@ def test_warm_pool_cur_and_month_by_hand(fleet):
         sum(r[4] * r[5] * r[3] / 3600 for r in g5) + warm_a)
     assert usage["USE1-Train:ml.p3.2xlarge"]["cost_usd"] == pytest.approx(
         b[4] * b[5] * b[3] / 3600 + warm_b)
+    assert usage["USE1-Train:VolumeUsage.gp2"]["cost_usd"] == pytest.approx(
+        a[4] * a[6] + warm_a_storage)
     jobs = {r[1] for r in RUNS}
     billed = {}
     for ut, rid, amount, cost in CUR:

@@ -148,6 +148,12 @@ TEST(CostModelTest, ASpotPriceSaysTheDateOfItsSpotFigure) {
   }
   EXPECT_TRUE(warned);
   EXPECT_NE(CostReportToText(r).find("spot figure of 2024-04-03"), std::string::npos);
+  // record's end-of-job lines too.
+  const std::string summary = CostSummaryLines(r);
+  EXPECT_NE(summary.find("price of 2026-09-27, spot figure of 2024-04-03 (github file "
+                         "sagemaker_env.py"),
+            std::string::npos)
+      << summary;
 }
 
 TEST(CostModelTest, ThePhasesAddUpToTheBill) {

@@ -277,6 +277,13 @@ std::string CostSummaryLines(const CostReport& r) {
   if (r.idle_accelerator_cost_usd)
     out << "; idle accelerators " << Money(r.idle_accelerator_cost_usd);
   out << "\n";
+  if (first != nullptr) {
+    // The price behind the figure, with its date and source.
+    out << "  at " << Money(first->price.price_usd_per_hour) << "/h";
+    if (!first->price.as_of.empty()) out << ", price of " << first->price.as_of;
+    if (!first->price.spot_as_of.empty()) out << ", spot figure of " << first->price.spot_as_of;
+    out << " (" << first->price.source << ")\n";
+  }
   if (!r.what_ifs.empty()) {
     const WhatIf& w = r.what_ifs.front();
     out << "  best what-if: " << w.title << " (saves " << Money(w.saving_usd) << ")\n";
