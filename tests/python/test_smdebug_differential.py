@@ -21,6 +21,7 @@ its first dot, trainprof keeps the whole host name.
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 import pstats
@@ -374,6 +375,36 @@ def test_report_counts_the_gpus_smdebug_measured(tmp_path):
     assert doc["summary"]["gpus"] == len(gpus)
     (node,) = doc["system"]["nodes"]
     assert len(node["gpus"]) == len(gpus)
+
+
+def test_report_operators_are_the_tf_profilers_ops(tmp_path):
+    # SageMaker's TF detailed profiling: its ops are the report's operators (the section said
+    # "no detailed-profiling events" and counted the cProfile rows instead). Read here from
+    # the TF trace files themselves: host-track X events by name, durations in us.
+    src = RES / "tfprofiler_timeline_traces"
+    by_name: Counter = Counter()
+    count = 0
+    for f in src.rglob("*.trace.json.gz"):
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc
+        hosts = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+                 and not str(e["args"].get("name", "")).startswith("/device:")}
+        for e in events:
+            if e.get("ph") == "X" and e.get("pid") in hosts:
+                by_name[e["name"]] += round(Decimal(str(e["dur"])) * 1000)
+                count += 1
+    assert count > 0
+    out = tmp_path / "run"
+    import_run(src, out)
+    report = tmp_path / "report.json"
+    subprocess.run([*trainprof_command(), "report", str(out), "--out", str(tmp_path / "r.html"),
+                    "--json", str(report)], check=True, capture_output=True, timeout=120)
+    ops = json.loads(report.read_text())["operators"]
+    assert ops["event_count"] == count
+    assert ops["cpu_total_ns"] == sum(by_name.values())
+    top = {r["name"]: r["total_ns"] for r in ops["cpu"]}
+    for name, ns in by_name.most_common(5):
+        assert top[name] == ns, name
 
 
 def test_rules_joining_framework_and_system_data_find_datapoints(tmp_path):

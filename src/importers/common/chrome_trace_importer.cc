@@ -135,7 +135,11 @@ class ChromeSink : public TraceSink {
         ev.args = "{\"tensor\":\"" + Escape(process) + "\"}";
         return ev;
       case ChromeFlavor::kTensorflow:
-        ev.category = e.cat.empty() ? "tf_op" : std::string(e.cat);
+        // The trace's processes are its devices: "/host:CPU", "/device:GPU:0"... An op on a
+        // device track ran there (the report counts it as GPU time, not CPU time).
+        ev.category = !e.cat.empty()                      ? std::string(e.cat)
+                      : process.rfind("/device:", 0) == 0 ? "tf_device_op"
+                                                          : "tf_op";
         break;
       case ChromeFlavor::kSmdebugFramework:
         // SageMaker's PyTorch writes a "DataLoaderWorker" span per batch a worker process
