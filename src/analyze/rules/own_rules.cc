@@ -467,6 +467,7 @@ class UnderusedInstanceRule : public Rule {
 
   void OnStep(const StepRow& s) override {
     NodeState& n = Grow(nodes_, static_cast<size_t>(s.node));
+    run_training_ = true;
     if (!n.training) {
       // Count from the first step: downloads and setup are not what the instance is for.
       n.training = true;
@@ -475,6 +476,12 @@ class UnderusedInstanceRule : public Rule {
   }
   void OnSnapshot(const Snapshot& snap) override {
     NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
+    if (!n.training && run_training_) {
+      // A node whose own processes record no step (a parameter server, a data node, the other
+      // instances of a job whose rank 0 alone records steps) trains from the job's first step.
+      n.training = true;
+      n.Reset();
+    }
     double cpu = 0, gpu = 0, mem = 0, total = -1;
     int cores = 0, gpus = 0, mems = 0;
     for (const SampleValue& v : snap.values) {
@@ -498,12 +505,17 @@ class UnderusedInstanceRule : public Rule {
           break;
       }
     }
-    if (cores == 0 && total < 0) return;
+    // A snapshot may hold the CPU, the GPUs or both (SageMaker writes them at different
+    // times): each counts toward what it holds.
+    if (cores == 0 && total < 0 && gpus == 0 && mems == 0) return;
     ++result().datapoints;
     if (n.count == 0) n.start_ns = snap.ts_ns;
     n.end_ns = snap.ts_ns;
     ++n.count;
-    n.cpu += total >= 0 ? total : cpu / cores;
+    if (cores > 0 || total >= 0) {
+      n.cpu += total >= 0 ? total : cpu / cores;
+      ++n.cpu_count;
+    }
     if (gpus > 0) {
       n.gpu += gpu / gpus;
       ++n.gpu_count;
@@ -515,23 +527,26 @@ class UnderusedInstanceRule : public Rule {
     if (n.training && n.clock.Due(snap.ts_ns)) Evaluate(snap.node, n);
   }
   void Finalize(int64_t) override {
-    for (size_t i = 0; i < nodes_.size(); ++i) Evaluate(static_cast<int32_t>(i), nodes_[i]);
+    // Only while training: a run without a step says nothing about what the instance is for.
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].training) Evaluate(static_cast<int32_t>(i), nodes_[i]);
+    }
   }
 
  private:
   struct NodeState {
     bool training = false, fired = false;
-    int64_t start_ns = 0, end_ns = 0, count = 0, gpu_count = 0, mem_count = 0;
+    int64_t start_ns = 0, end_ns = 0, count = 0, cpu_count = 0, gpu_count = 0, mem_count = 0;
     double cpu = 0, gpu = 0, mem = 0;
     ScanClock clock{60'000'000'000};
     void Reset() {
-      count = gpu_count = mem_count = 0;
+      count = cpu_count = gpu_count = mem_count = 0;
       cpu = gpu = mem = 0;
     }
   };
   void Evaluate(int32_t node_id, NodeState& n) {
-    if (n.fired || n.count == 0 || n.end_ns - n.start_ns < min_duration_ns_) return;
-    const double cpu = n.cpu / static_cast<double>(n.count);
+    if (n.fired || n.cpu_count == 0 || n.end_ns - n.start_ns < min_duration_ns_) return;
+    const double cpu = n.cpu / static_cast<double>(n.cpu_count);
     const bool has_gpu = n.gpu_count > 0;
     const double gpu = has_gpu ? n.gpu / static_cast<double>(n.gpu_count) : 0;
     const double mem = n.mem_count > 0 ? n.mem / static_cast<double>(n.mem_count) : 0;
@@ -562,6 +577,7 @@ class UnderusedInstanceRule : public Rule {
   double gpu_, mem_, cpu_;
   int64_t min_duration_ns_;
   std::vector<NodeState> nodes_;
+  bool run_training_ = false;  // a step was seen on some node
 };
 
 ParamSpec P(const char* name, json value, const char* description) {

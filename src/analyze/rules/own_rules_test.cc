@@ -643,5 +643,37 @@ TEST(UnderusedInstanceTest, FiresWhenEverythingIdlesDuringTraining) {
   EXPECT_SILENT_ON_DATA(run(0.9));
 }
 
+TEST(UnderusedInstanceTest, JudgesGpusSampledApartFromTheCpuAndOnlyWhileTraining) {
+  // SageMaker writes a node's CPU and GPU lines at different times: GPU-only snapshots. Busy
+  // GPUs (90 %) beside an idle CPU (5 %) are not an idle instance; they were left out, and the
+  // rule fired with gpu_mean_ratio null.
+  auto run = [](bool steps) {
+    Scenario s(std::string("apart") + (steps ? "_steps" : ""));
+    s.System("n0", 1500, 1000, 8, 0, [](Scenario::Tick& t) {
+      for (auto& c : t.core) c = 0.05;
+    });
+    for (int64_t t = 0; t < 1500; ++t) {
+      for (int g = 0; g < 4; ++g) {
+        s.Value("n0", "gpu_utilization_ratio", "gpu" + std::to_string(g),
+                kStart + t * kSec + 400 * kMs, 0.9);
+        s.Value("n0", "gpu_memory_used_ratio", "gpu" + std::to_string(g),
+                kStart + t * kSec + 400 * kMs, 0.5);
+      }
+    }
+    if (steps) {
+      s.Steps("n0", 0, kStart + 120 * kSec, kStart + 1500 * kSec,
+              [](int64_t step, int64_t*, int64_t* c, int64_t*) { *c = Jitter(step, 200); });
+    }
+    return EvaluateOne(s.Finish(), "UnderusedInstance");
+  };
+  RuleResult busy = run(true);
+  EXPECT_GT(busy.datapoints, 1500);
+  EXPECT_FALSE(busy.triggered);
+  // No step anywhere in the run: nothing says what the instance is for (SageMaker's
+  // test_traces: "mostly idle while training" on a node that never trained).
+  RuleResult no_steps = run(false);
+  EXPECT_FALSE(no_steps.triggered);
+}
+
 }  // namespace
 }  // namespace trainprof::analyze::rules
