@@ -407,6 +407,26 @@ def test_report_operators_are_the_tf_profilers_ops(tmp_path):
         assert top[name] == ns, name
 
 
+def test_event_processes_are_smdebugs_on_rank_named_files(tmp_path):
+    # Node ids that carry ranks (0-algo-1, 1-algo-1): the events' process is the one their
+    # args name, as smdebug's reader says (TraceEvent.pid), not the timeline's lane number
+    # (1 for steps, 2 for forward passes).
+    src = RES / "merge_traces" / "framework/pevents/2020071317" / \
+        "1594662624718694_905-b88ab1bb8259_pythontimeline.json"
+    job = tmp_path / "job" / "framework/pevents/2020071317"
+    job.mkdir(parents=True)
+    for rank in (0, 1):
+        (job / f"1594662624718694_{rank}-algo-1_pythontimeline.json").write_bytes(
+            src.read_bytes())
+    run = import_run(tmp_path / "job", tmp_path / "run")
+    events = run.events().to_pandas()
+    events = events[events["kind"] == KIND_SPAN]
+    theirs = LocalAlgorithmMetricsReader(str(tmp_path / "job")).get_events(0, FOREVER_US)
+    assert len(theirs) == len(events) > 0
+    assert Counter(int(e.pid) for e in theirs) == Counter(int(p) for p in events["pid"])
+    assert set(events["rank"]) == {0, 1}
+
+
 def test_rules_joining_framework_and_system_data_find_datapoints(tmp_path):
     write_30_minute_job(tmp_path / "job")
     out = tmp_path / "run"

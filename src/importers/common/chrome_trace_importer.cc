@@ -181,6 +181,22 @@ class ChromeSink : public TraceSink {
         }
       }
     }
+    // The process and thread an event names in its args (SageMaker's framework and TF
+    // detailed-profiling writers), as smdebug's reader takes them: the trace's own pid is a
+    // lane of the timeline (1, 2...), not a process. A process id in the file's node id
+    // ("<pid>-<host>") names the writing process already, and stays.
+    if (e.args.find("\"pid\"") != std::string_view::npos ||
+        e.args.find("\"thread_id\"") != std::string_view::npos) {
+      json::ObjectReader r(e.args);
+      std::string_view k, v;
+      int64_t n;
+      while (r.Next(&k, &v)) {
+        if (k == "pid" && o_.pid == model::kMissing && json::ParseLooseInt64(v, &n) && n > 0) {
+          ev.pid = n;
+        }
+        if (k == "thread_id" && json::ParseLooseInt64(v, &n) && n > 0) ev.tid = n;
+      }
+    }
     return ev;
   }
 
