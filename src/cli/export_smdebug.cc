@@ -40,11 +40,12 @@ namespace trainprof::cli {
 namespace {
 
 struct SmdebugMetric {
-  const char* metric;         // ours
-  const char* device_prefix;  // devices we export: "<prefix><digits>"
-  const char* type;           // smdebug Type
-  const char* dimension;      // smdebug Dimension
-  double scale;               // ours -> smdebug
+  const char* metric;          // ours
+  const char* device_prefix;   // devices we export: "<prefix><digits>"; "": the device ""
+  const char* type;            // smdebug Type
+  const char* dimension;       // smdebug Dimension
+  double scale;                // ours -> smdebug
+  const char* name = nullptr;  // smdebug Name; null: the device
 };
 
 // Ours -> smdebug. GPUMemoryUtilization is read by smdebug's GPUMemoryIncrease rule as memory
@@ -55,12 +56,16 @@ constexpr SmdebugMetric kMapping[] = {
     {"cpu_iowait_ratio", "cpu", "cpu", "I/OWaitPercentage", 100.0},
     {"gpu_utilization_ratio", "gpu", "gpu", "GPUUtilization", 100.0},
     {"gpu_memory_used_ratio", "gpu", "gpu", "GPUMemoryUtilization", 100.0},
+    // Host memory in use, as SageMaker writes it (a memory line with an empty Dimension; the
+    // importer reads it back as memory_utilization_ratio).
+    {"memory_utilization_ratio", "", "memory", "", 100.0, "MemoryUsedPercent"},
 };
 
 const SmdebugMetric* FindMapping(const std::string& metric, const std::string& device) {
   for (const SmdebugMetric& m : kMapping) {
     if (metric != m.metric) continue;
     size_t n = std::strlen(m.device_prefix);
+    if (n == 0) return device.empty() ? &m : nullptr;
     if (device.size() > n && device.compare(0, n, m.device_prefix) == 0 &&
         std::all_of(device.begin() + static_cast<std::ptrdiff_t>(n), device.end(),
                     [](char c) { return c >= '0' && c <= '9'; })) {
@@ -190,7 +195,7 @@ Status RunExportSmdebug(const ExportSmdebugOptions& options, std::ostream& out) 
         const SmdebugMetric& m = *series_map[s];
         std::string& b = f->buffer();
         b.append("{\"Name\":");
-        AppendJsonString(t.devices.at(t.device[i]), &b);
+        AppendJsonString(m.name != nullptr ? std::string(m.name) : t.devices.at(t.device[i]), &b);
         b.append(",\"Type\":\"").append(m.type).append("\",\"Dimension\":\"");
         b.append(m.dimension).append("\",\"Value\":");
         AppendPercent(t.value[i] * m.scale, &b);

@@ -84,6 +84,7 @@ SMDEBUG_SERIES = {
     "cpu_iowait_ratio": re.compile(r"cpu\d+$"),
     "gpu_utilization_ratio": re.compile(r"gpu\d+$"),
     "gpu_memory_used_ratio": re.compile(r"gpu\d+$"),
+    "memory_utilization_ratio": re.compile(r"^$"),
 }
 
 
