@@ -293,3 +293,18 @@ def test_exported_gpu_trace_keeps_flows_and_device_names_in_an_independent_reade
     assert exported.slice_names - original.slice_names == Counter({"step": 5})
     assert "GPU 1" in exported.process_names.values()
     assert {"stream 7 ", "stream 14 "} <= set(exported.thread_names.values())
+
+
+def test_exported_2021_trace_keeps_its_stream_names(tmp_path):
+    # 2021 tb_plugin traces write a GPU event's tid as text, "stream 7", and no thread_name for
+    # it: the export named that track "tid 7".
+    trace = (SHARED_DATA / "traces" / "kineto" / "tb_plugin" / "samples" /
+             "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz")
+    source = _load(trace)
+    streams = {e["tid"] for e in source["traceEvents"]
+               if isinstance(e.get("tid"), str) and e["tid"].startswith("stream ")}
+    assert streams
+    cli("import", "kineto", trace, "--out", tmp_path / "run")
+    cli("export", "chrome-trace", tmp_path / "run", "--out", tmp_path / "export.json.gz")
+    exported = chrome_trace_check.check(_load(tmp_path / "export.json.gz"))
+    assert streams <= set(exported.thread_names.values()), exported.thread_names

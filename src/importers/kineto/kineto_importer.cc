@@ -375,6 +375,7 @@ class FileImporter : public ParsedEventSink {
     ev.category = NormalizeCategory(e.cat);
     ev.pid = ParseTrackId(e.pid);
     ev.tid = ParseTrackId(e.tid);
+    if (!e.tid.empty() && e.tid.front() == '"') NameStringTid(e.tid, ev.pid, ev.tid);
     ev.rank = rank_;
     if (e.args.size() > kMaxArgsBytes) {
       Problem(dq::kOversizedArgs);  // the event is kept, its args are not
@@ -633,6 +634,22 @@ class FileImporter : public ParsedEventSink {
     return OkStatus();
   }
 
+  // A tid written as text ("stream 7", 2021 traces, which have no thread_name for it) is the
+  // track's name, unless a thread_name names it: kept, so that the export names the track.
+  void NameStringTid(std::string_view text, int64_t pid, int64_t tid) {
+    if (pid == model::kMissing || tid == model::kMissing) return;
+    if (!string_tids_.insert({pid, tid}).second) return;
+    std::string label;
+    if (!json::DecodeString(text, &label) || label.size() > kMaxTrackNameBytes) return;
+    if (label.find_first_not_of("0123456789") == std::string::npos) return;  // just a number
+    std::string key = TrackNameKey("thread_name", rank_, pid, tid);
+    if (meta_.size() >= kMaxTrackNames && meta_.count(key) == 0) {
+      Problem(dq::kTrackNamesDropped);
+      return;
+    }
+    meta_.emplace(std::move(key), std::move(label));  // a thread_name event wins
+  }
+
   // B/E pairs (rare in Kineto, common in other Chrome traces) become spans.
   Status Begin(const RawEvent& e) {
     Status st;
@@ -702,6 +719,7 @@ class FileImporter : public ParsedEventSink {
   // from a ProfilerStep#N or as a step span of trainprof's export.
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> step_spans_;
   std::string step_mode_;  // the mode of the step span being stored (its view points here)
+  std::set<std::pair<int64_t, int64_t>> string_tids_;  // (pid, tid) written as text, seen
 };
 
 }  // namespace
