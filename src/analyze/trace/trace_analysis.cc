@@ -40,11 +40,18 @@ std::string Format(const char* /*fmt*/, double v) {
   return buf;
 }
 
+// numpy's (and pandas') default percentile: linear between the two nearest ranks, so the
+// median of an even count is the mean of the middle two (nearest rank took the upper one).
 int64_t Percentile(std::vector<int64_t>& v, double q) {
   if (v.empty()) return 0;
-  size_t k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
-  return v[k];
+  const double h = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(h);
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(lo), v.end());
+  const int64_t a = v[lo];
+  if (lo + 1 >= v.size()) return a;
+  const int64_t b = *std::min_element(v.begin() + static_cast<long>(lo) + 1, v.end());
+  return a + static_cast<int64_t>(
+                 std::llround((h - static_cast<double>(lo)) * static_cast<double>(b - a)));
 }
 
 // A map from correlation ids (>= 0; a later Put of an id replaces its value) to values, for

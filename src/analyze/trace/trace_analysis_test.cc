@@ -259,6 +259,25 @@ TEST(TraceAnalysisTest, LaunchesFoundByCorrelationAmongMany) {
   EXPECT_EQ(a.launch.launch_delay_max_ns, 3000);
 }
 
+TEST(TraceAnalysisTest, LaunchDelayPercentilesInterpolateAsNumpyDoes) {
+  // Four kernels launched 1, 2, 4 and 8 us before they start: numpy.percentile gives the
+  // median 3 us (the mean of the middle two; nearest rank gave 4) and p90 6.8 us.
+  const int delays_us[] = {1, 2, 4, 8};
+  std::string events;
+  for (int i = 0; i < 4; ++i) {
+    const int ts = 1000000000 + i * 100;
+    events += Launch(ts, 1, i + 1) + "," + Kernel("k", ts + delays_us[i], 2, i + 1) +
+              (i + 1 < 4 ? "," : "");
+  }
+  auto run = ImportRun({WriteTrace(events)});
+  ASSERT_EQ(run->ranks.size(), 1u);
+  RankAnalysis a = AnalyzeRank(run->ranks[0], {});
+  ASSERT_EQ(a.launch.correlated, 4);
+  EXPECT_EQ(a.launch.launch_delay_p50_ns, 3000);
+  EXPECT_EQ(a.launch.launch_delay_p90_ns, 6800);
+  EXPECT_EQ(a.launch.launch_delay_max_ns, 8000);
+}
+
 TEST(TraceAnalysisTest, StragglersAndDiff) {
   auto step = [](int rank, int ts, int dur) {
     return "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#" +
