@@ -171,6 +171,16 @@ TEST(CostCommandTest, InstancesFilters) {
   EXPECT_EQ(Main({"trainprof", "instances", "--gpu", "H100", "--json"}), kExitOk);
 }
 
+// `trainprof ls DIR --json`, parsed.
+nlohmann::json LsJson(const std::string& dir) {
+  LsOptions ls;
+  ls.dir = dir;
+  ls.json = true;
+  std::ostringstream out;
+  EXPECT_TRUE(RunLs(ls, out).ok());
+  return nlohmann::json::parse(out.str());
+}
+
 TEST(CostCommandTest, LsShowsCostWhenRunNamesItsInstance) {
   std::string dir = TempDir();
   WriteP3Run(dir + "/p3");
@@ -179,12 +189,7 @@ TEST(CostCommandTest, LsShowsCostWhenRunNamesItsInstance) {
   demo.duration_s = 20;
   std::ostringstream ignored;
   ASSERT_TRUE(RunDemo(demo, ignored).ok());
-  LsOptions ls;
-  ls.dir = dir;
-  ls.json = true;
-  std::ostringstream out;
-  ASSERT_TRUE(RunLs(ls, out).ok());
-  auto j = nlohmann::json::parse(out.str());
+  auto j = LsJson(dir);
   ASSERT_EQ(j["runs"].size(), 2u);
   for (const auto& r : j["runs"]) {
     if (r["name"] == "p3") {
@@ -195,7 +200,8 @@ TEST(CostCommandTest, LsShowsCostWhenRunNamesItsInstance) {
       EXPECT_TRUE(r["cost_usd_estimate"].is_null());
     }
   }
-  ls.json = false;
+  LsOptions ls;
+  ls.dir = dir;
   std::ostringstream text;
   ASSERT_TRUE(RunLs(ls, text).ok());
   EXPECT_NE(text.str().find("$29.38"), std::string::npos) << text.str();
@@ -216,12 +222,7 @@ TEST(CostCommandTest, LsPricesASpotRunAsCostBillsIt) {
   ASSERT_TRUE(meta.ok());
   meta->tags["managed_spot"] = "true";
   ASSERT_TRUE(store::WriteRunMetadata(run, *meta).ok());
-  LsOptions ls;
-  ls.dir = dir;
-  ls.json = true;
-  std::ostringstream out;
-  ASSERT_TRUE(RunLs(ls, out).ok());
-  auto j = nlohmann::json::parse(out.str());
+  auto j = LsJson(dir);
   ASSERT_EQ(j["runs"].size(), 1u);
   const auto& r = j["runs"][0];
   EXPECT_NEAR(r["cost_usd_estimate"].get<double>(), 14.688 * 0.36 * 2, 1e-9);
