@@ -305,7 +305,11 @@ Status RunExportChromeTrace(const ExportChromeTraceOptions& options, std::ostrea
       }
       const bool instant = t.kind[i] == static_cast<uint8_t>(model::EventKind::kInstant);
       std::string& b = w.Next();
-      b.append(instant ? "{\"ph\":\"i\",\"s\":\"t\",\"name\":" : "{\"ph\":\"X\",\"name\":");
+      // An instant of mode "global" (a Kineto trace's "s": "g") marks the whole trace.
+      const bool global = instant && t.modes.at(t.mode[i]) == "global";
+      b.append(!instant ? "{\"ph\":\"X\",\"name\":"
+               : global ? "{\"ph\":\"i\",\"s\":\"g\",\"name\":"
+                        : "{\"ph\":\"i\",\"s\":\"t\",\"name\":");
       AppendJsonString(t.names.at(t.name[i]), &b);
       b.append(",\"cat\":");
       AppendJsonString(t.categories.at(t.category[i]), &b);

@@ -308,3 +308,23 @@ def test_exported_2021_trace_keeps_its_stream_names(tmp_path):
     cli("export", "chrome-trace", tmp_path / "run", "--out", tmp_path / "export.json.gz")
     exported = chrome_trace_check.check(_load(tmp_path / "export.json.gz"))
     assert streams <= set(exported.thread_names.values()), exported.thread_names
+
+
+def test_global_instants_stay_global(tmp_path):
+    # The profiler's "Iteration Start" / "Record Window End" are global instants ("s": "g"):
+    # they mark the whole trace. The export wrote them thread-scoped on a made-up thread.
+    trace = (SHARED_DATA / "traces" / "kineto" / "tb_plugin" / "samples" /
+             "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz")
+
+    def global_instants(doc):
+        return sorted((e["name"], Decimal(str(e["ts"]))) for e in doc["traceEvents"]
+                      if e.get("ph") in ("i", "I") and e.get("s") == "g")
+    want = global_instants(_load(trace))
+    assert len(want) == 2
+    cli("import", "kineto", trace, "--out", tmp_path / "run")
+    cli("export", "chrome-trace", tmp_path / "run", "--out", tmp_path / "export.json.gz")
+    got = global_instants(_load(tmp_path / "export.json.gz"))
+    assert [n for n, _ in got] == [n for n, _ in want]
+    # The same instants in time: the export's timestamps are absolute (the trace's base added),
+    # so their spacing is compared.
+    assert got[1][1] - got[0][1] == want[1][1] - want[0][1]

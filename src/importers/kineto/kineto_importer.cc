@@ -119,6 +119,9 @@ void StepArgs(std::string_view args, int64_t* step, std::string* mode) {
   }
 }
 
+// The mode of a global instant ("s": "g") and of a step derived from ProfilerStep#N.
+constexpr const char* kModeGlobal = "global";
+
 struct RunState {
   RunBuilder* builder = nullptr;
   std::map<int64_t, std::string> rank_files;      // rank -> the file that brought it
@@ -499,7 +502,7 @@ class FileImporter : public ParsedEventSink {
       s.duration_ns = dur;
       s.name = model::kCategoryStep;
       s.category = model::kCategoryStep;
-      s.mode = "global";
+      s.mode = kModeGlobal;
       s.step = ev.step;
       s.pid = ev.pid;
       s.tid = ev.tid;
@@ -514,7 +517,11 @@ class FileImporter : public ParsedEventSink {
     int64_t ts;
     if (!Timestamp(e, &ts, &st)) return st;
     if (e.name == "[memory]" && !e.args.empty()) MemorySample(ts, e.args);
-    return Store(View(e, model::EventKind::kInstant, ts));
+    model::EventView ev = View(e, model::EventKind::kInstant, ts);
+    // A global instant ("s": "g": the profiler's "Iteration Start", "Record Window End") marks
+    // the whole trace, not a thread: its mode says so, and the export writes it back global.
+    if (e.s == "g") ev.mode = kModeGlobal;
+    return Store(ev);
   }
 
   void MemorySample(int64_t ts, std::string_view args) {
