@@ -232,11 +232,15 @@ Status RunImportHorovod(const ImportOptions& options, std::ostream& out) {
   }));
   progress.Finish();
   if (options.json) {
-    nlohmann::json j = {
-        {"run", options.out}, {"spans", r.spans}, {"instants", r.instants}, {"nodes", r.nodes}};
+    nlohmann::json j = {{"run", options.out},
+                        {"spans", r.spans},
+                        {"instants", r.instants},
+                        {"nodes", r.nodes},
+                        {"warnings", r.warnings}};
     out << DumpJson(j, 2) << "\n";
     return OkStatus();
   }
+  for (const std::string& w : r.warnings) std::cerr << "warning: " << w << "\n";
   if (Quiet()) return OkStatus();
   out << "imported " << r.spans << " spans and " << r.instants << " instants into " << options.out
       << "\n";

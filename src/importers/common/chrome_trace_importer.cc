@@ -73,6 +73,14 @@ class ChromeSink : public TraceSink {
           Problem(dq::kAbsurdDurations);
           return OkStatus();
         }
+        // The end's args join the begin's: Horovod writes a tensor's dtype and shape on the
+        // end event only.
+        if (!e.args.empty()) {
+          std::string end_args, merged;
+          json::AppendMinified(e.args, &end_args);
+          json::MergeObjectMembers(ev.args, end_args, &merged);
+          if (merged.size() > 2) ev.args = std::move(merged);
+        }
         Store(std::move(ev));
         return OkStatus();
       }
@@ -108,7 +116,7 @@ class ChromeSink : public TraceSink {
     while (r.Next(&k, &v)) {
       if (k == "start_time_since_epoch_in_micros") {
         int64_t ns;
-        if (json::ParseMicrosToNs(v, &ns)) base_ns_ = ns;
+        if (json::ParseMicrosToNs(v, &ns)) base_ns_ = stats_.file_base_ns = ns;
       } else if (k == "name") {
         std::string label;
         json::DecodeString(v, &label);

@@ -43,6 +43,9 @@ struct ChromeImportStats {
   int64_t steps = 0;
   int64_t start_ns = INT64_MAX, end_ns = INT64_MIN;
   std::map<std::string, int64_t> problems;
+  // The base time the file gives itself (start_time_since_epoch_in_micros), which wins over
+  // ChromeImportOptions::base_time_ns.
+  std::optional<int64_t> file_base_ns;
 };
 
 StatusOr<ChromeImportStats> ImportChromeTrace(const std::string& path,

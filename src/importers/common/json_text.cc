@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace trainprof::importers::json {
 namespace {
@@ -294,6 +295,41 @@ bool ParseDouble(std::string_view text, double* out) {
   if (endp != buf + text.size() || !std::isfinite(v)) return false;
   *out = v;
   return true;
+}
+
+void MergeObjectMembers(std::string_view base, std::string_view extra, std::string* out) {
+  out->clear();
+  out->push_back('{');
+  std::vector<std::string_view> keys;
+  auto add = [&](std::string_view text, bool check) {
+    if (text.empty() || text.front() != '{') return;
+    ObjectReader r(text);
+    std::string_view k, v;
+    while (r.Next(&k, &v)) {
+      if (check && std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+      if (!check) keys.push_back(k);
+      if (out->size() > 1) out->push_back(',');
+      out->push_back('"');
+      out->append(k);
+      out->append("\":");
+      out->append(v);
+    }
+  };
+  add(base, false);
+  add(extra, true);
+  out->push_back('}');
+}
+
+std::string DecodeKey(std::string_view raw) {
+  if (raw.find('\\') == std::string_view::npos) return std::string(raw);
+  std::string quoted;
+  quoted.reserve(raw.size() + 2);
+  quoted.push_back('"');
+  quoted.append(raw);
+  quoted.push_back('"');
+  std::string out;
+  if (!DecodeString(quoted, &out)) return std::string(raw);
+  return out;
 }
 
 void AppendMinified(std::string_view text, std::string* out) {

@@ -82,6 +82,14 @@ bool ParseDouble(std::string_view text, double* out);
 // Appends `text` without whitespace outside strings (keeps stored args compact).
 void AppendMinified(std::string_view text, std::string* out);
 
+// `base`'s members, then those of `extra` whose keys `base` lacks, as one minified object in
+// *out (both minified objects; an empty or non-object side counts as no members). What a
+// begin/end pair's args become: Horovod writes dtype and shape on the end event.
+void MergeObjectMembers(std::string_view base, std::string_view extra, std::string* out);
+
+// A key as ObjectReader gives it (its raw body), decoded: "dev\u00e9" -> "devé".
+std::string DecodeKey(std::string_view raw);
+
 // Walks the members of one JSON object given as complete text.
 // Usage: ObjectReader r(text); std::string_view k, v; while (r.Next(&k, &v)) {...}
 // if (!r.ok()) error. Keys come back as their raw body (escapes left in place, rare in keys);

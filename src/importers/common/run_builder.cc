@@ -1,5 +1,8 @@
 #include "importers/common/run_builder.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "base/files.h"
 #include "base/time.h"
 #include "store/run_directory.h"
@@ -81,6 +84,27 @@ Status RunBuilder::Finish() {
   meta_.instance_count = static_cast<int>(writers_.size());
   TP_RETURN_IF_ERROR(store::WriteRunMetadata(dir_, meta_, /*sync=*/!scratch_));
   return first;
+}
+
+Status RefuseFilesGivenTwice(const std::vector<std::string>& paths) {
+  std::map<std::string, std::string> given;  // canonical path -> as given
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
+    if (ec) canonical = path;
+    auto [it, inserted] = given.emplace(canonical, path);
+    if (!inserted) {
+      return InvalidArgument(path + ": given twice (also as " + it->second +
+                             "); each file is imported once");
+    }
+  }
+  return OkStatus();
+}
+
+std::string UnusedName(const std::string& wanted, const std::set<std::string>& taken) {
+  std::string name = wanted;
+  for (int n = 2; taken.count(name); ++n) name = wanted + "-" + std::to_string(n);
+  return name;
 }
 
 std::string FileStem(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,12 @@ class RunBuilder {
 
 // The file name without directories and without .gz / .json / .pt.trace endings.
 std::string FileStem(const std::string& path);
+
+// InvalidArgument when a file is listed twice (as given, or by another path to it): its events
+// would be stored twice.
+Status RefuseFilesGivenTwice(const std::vector<std::string>& paths);
+
+// `wanted`, or "<wanted>-2", "-3"... : the first name not in `taken`.
+std::string UnusedName(const std::string& wanted, const std::set<std::string>& taken);
 
 }  // namespace trainprof::importers

@@ -31,6 +31,9 @@ struct HorovodImportResult {
   int64_t instants = 0;
   int64_t unterminated_files = 0;
   std::vector<std::string> nodes;
+  // What the import changed or did not use, and why (a timeline whose name another file's
+  // node took; --base-time-us where the timeline gives its own start).
+  std::vector<std::string> warnings;
 };
 
 StatusOr<HorovodImportResult> ImportHorovod(const HorovodImportOptions& options);

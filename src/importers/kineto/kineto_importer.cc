@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -608,7 +607,7 @@ class FileImporter : public ParsedEventSink {
     double d;
     while (r.Next(&k, &v)) {
       if (!json::ParseDouble(v, &d)) continue;
-      writer_->Append(writer_->Series(metric, std::string(k)), ts, d);
+      writer_->Append(writer_->Series(metric, json::DecodeKey(k)), ts, d);
       ++summary_.metric_samples;
     }
     return OkStatus();
@@ -692,6 +691,16 @@ class FileImporter : public ParsedEventSink {
       Problem(dq::kAbsurdDurations);
       return OkStatus();
     }
+    // The end's args join the begin's (a key the begin has keeps its value).
+    if (!e.args.empty() && e.args != "{}") {
+      std::string merged;
+      json::MergeObjectMembers(ev.args, e.args, &merged);
+      if (merged.size() > kMaxArgsBytes) {
+        Problem(dq::kOversizedArgs);
+      } else {
+        ev.args = std::move(merged);
+      }
+    }
     return Store(model::ViewOf(ev));
   }
 
@@ -751,18 +760,7 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   run.flush_events = std::max<int64_t>(1, options.flush_events);
   KinetoImportResult result;
   Status failure;
-  // The same file twice would store every event twice.
-  std::map<std::string, std::string> given;  // canonical path -> as given
-  for (const std::string& path : options.traces) {
-    std::error_code ec;
-    std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
-    if (ec) canonical = path;
-    auto [it, inserted] = given.emplace(canonical, path);
-    if (!inserted) {
-      return InvalidArgument(path + ": given twice (also as " + it->second +
-                             "); each trace is imported once");
-    }
-  }
+  TP_RETURN_IF_ERROR(RefuseFilesGivenTwice(options.traces));
   for (const std::string& path : options.traces) ProgressAddFile(options.progress, path);
   for (const std::string& path : options.traces) {
     auto src = ByteSource::Open(path);

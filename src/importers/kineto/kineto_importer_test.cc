@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -745,6 +746,34 @@ TEST(KinetoImporterTest, MemoryEventsAndCountersBecomeMetrics) {
   r = Import({kTb + "test/gpu_metrics_expected.json"}, &run);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->files[0].metric_samples, 78);  // the 78 "ph":"C" samples
+}
+
+TEST(KinetoImporterTest, EndArgsJoinTheirSpanAndCounterKeysAreDecoded) {
+  // A B/E pair's args are both events' (the begin's value wins a clash); a counter's keys are
+  // the series' devices, decoded ("dev\u00e9" -> "devé", "a\/b" -> "a/b"): they were
+  // stored with their escapes, and the end's args were dropped.
+  std::string dir = TempDir();
+  testing::WriteFile(dir + "/t.json", R"({"traceEvents": [
+{"ph": "B", "name": "op", "ts": 1000, "pid": 1, "tid": 1, "args": {"a": 1, "c": 0}},
+{"ph": "E", "ts": 1005, "pid": 1, "tid": 1, "args": {"b": 2, "c": 3}},
+{"ph": "C", "name": "mem", "ts": 1010, "pid": 1, "args": {"dev\u00e9": 5, "a\/b": 6}}
+]})");
+  KinetoImportOptions o;
+  o.traces = {dir + "/t.json"};
+  o.out = dir + "/run";
+  auto r = ImportKineto(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto reader = store::RunReader::Open(o.out);
+  ASSERT_TRUE(reader.ok());
+  auto events = (*reader)->Events({});
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ(events->args[0], R"({"a":1,"c":0,"b":2})");
+  auto m = (*reader)->SystemMetrics({});
+  ASSERT_TRUE(m.ok());
+  std::set<std::string> devices;
+  for (size_t i = 0; i < m->size(); ++i) devices.insert(m->devices.at(m->device[i]));
+  EXPECT_EQ(devices, (std::set<std::string>{"dev\xc3\xa9", "a/b"}));
 }
 
 TEST(KinetoImporterTest, BadEventsAreCountedNotFatal) {
