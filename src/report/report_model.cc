@@ -10,6 +10,8 @@
 #include <set>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "base/time.h"
 #include "model/data_quality.h"
 #include "model/event.h"
@@ -24,6 +26,27 @@ constexpr double kNsPerMs = 1e6;
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+// The median: the mean of the middle two of an even count (reorders `v`).
+double Median(std::vector<double>& v) {
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  return (*std::max_element(v.begin(), mid) + *mid) / 2;
+}
+
+// The steps the training figures are about: the train steps when the run has any (an eval
+// step's wait and parts are not the training loop's), else every step.
+std::vector<char> TrainingSteps(const store::StepTable& steps) {
+  std::vector<char> train(steps.size(), 0);
+  bool any = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    train[i] = steps.modes.at(steps.mode[i]) == "train";
+    any = any || train[i];
+  }
+  if (!any) std::fill(train.begin(), train.end(), 1);
+  return train;
 }
 
 std::string UnitOf(const std::string& metric) {
@@ -309,14 +332,10 @@ void BuildTraining(const store::StepTable& steps, const TimeRange& range,
         size_t e = std::min(ms_values.size(), b + kOutlierBlock);
         block.assign(ms_values.begin() + static_cast<std::ptrdiff_t>(b),
                      ms_values.begin() + static_cast<std::ptrdiff_t>(e));
-        auto mid = block.begin() + static_cast<std::ptrdiff_t>(block.size() / 2);
-        std::nth_element(block.begin(), mid, block.end());
-        double med = *mid;
+        const double med = Median(block);
         dev.clear();
         for (double v : block) dev.push_back(std::abs(v - med));
-        auto dmid = dev.begin() + static_cast<std::ptrdiff_t>(dev.size() / 2);
-        std::nth_element(dev.begin(), dmid, dev.end());
-        double threshold = std::max(med + 5 * 1.4826 * *dmid, med * 1.2);
+        const double threshold = std::max(med + 5 * 1.4826 * Median(dev), med * 1.2);
         thresholds.push_back(threshold);
         for (size_t k = b; k < e; ++k) {
           if (ms_values[k] > threshold) out.push_back(k);
@@ -353,10 +372,12 @@ void BuildTraining(const store::StepTable& steps, const TimeRange& range,
     t.train_eval_ratio = static_cast<double>(*train_total) / static_cast<double>(*eval_total);
   }
 
-  // Parts: over the steps that recorded at least one part; "other" is what the parts leave.
+  // Parts: over the training steps that recorded at least one part; "other" is what the parts
+  // leave.
+  const std::vector<char> training = TrainingSteps(steps);
   int64_t total = 0, wait = 0, fwd = 0, bwd = 0, opt = 0, other = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps.duration_ns[i] == model::kMissing) continue;
+    if (steps.duration_ns[i] == model::kMissing || !training[i]) continue;
     int64_t parts[4] = {steps.data_wait_ns[i], steps.forward_ns[i], steps.backward_ns[i],
                         steps.optimizer_ns[i]};
     bool any = false;
@@ -414,17 +435,25 @@ Status BuildDataLoader(store::RunReader& reader, const store::StepTable& steps,
     d.config.emplace_back(a.key, a.value);
     if (key.size() >= 11 && key.compare(key.size() - 11, 11, "num_workers") == 0) {
       try {
-        d.workers = std::stoll(a.value);
+        d.workers = std::max<int64_t>(d.workers.value_or(0), std::stoll(a.value));
       } catch (...) {
         // A non-numeric worker count stays in the config table, unparsed.
+      }
+    } else if (!a.value.empty() && a.value.front() == '{') {
+      // What the zero-code instrumentation writes: dataloader.<i> = {"num_workers": 2, ...}
+      // for each DataLoader; the most workers any loader has.
+      auto j = nlohmann::json::parse(a.value, nullptr, false);
+      if (j.is_object() && j.contains("num_workers") && j["num_workers"].is_number_integer()) {
+        d.workers = std::max<int64_t>(d.workers.value_or(0), j["num_workers"].get<int64_t>());
       }
     }
   }
   d.cpu_cores = report.summary.cpu_cores;
   std::vector<double> waits;
   int64_t wait_total = 0, step_total = 0;
+  const std::vector<char> training = TrainingSteps(steps);
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps.data_wait_ns[i] == model::kMissing) continue;
+    if (steps.data_wait_ns[i] == model::kMissing || !training[i]) continue;
     waits.push_back(static_cast<double>(steps.data_wait_ns[i]) / kNsPerMs);
     if (steps.duration_ns[i] != model::kMissing && steps.modes.at(steps.mode[i]) == "train") {
       wait_total += steps.data_wait_ns[i];

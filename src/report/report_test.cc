@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include "base/files.h"
 #include "base/test_dir.h"
@@ -284,6 +285,78 @@ TEST(ReportPythonTest, OnlyCProfileRowsMakeProfiles) {
   std::string html = RenderHtml(*r);
   EXPECT_NE(html.find("trainprof record --python-profile 10-20"), std::string::npos);
   EXPECT_EQ(html.find("Top functions by own time"), std::string::npos);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+// Four train steps and two eval steps with known parts, and the two DataLoaders the zero-code
+// instrumentation annotates (dataloader.<i> = its settings as JSON): the training figures are
+// the train steps', the workers the loaders' (the report said "Workers n/a", counted the eval
+// steps' waits and pooled their parts with the train steps').
+TEST(ReportTrainingTest, TrainingFiguresAreTheTrainStepsAndWorkersComeFromTheLoaders) {
+  std::string dir = TempDir() + "/run";
+  model::RunMetadata m;
+  m.run_id = "modes";
+  m.start_ns = 1'000'000'000'000'000'000;
+  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
+  model::NodeInfo node;
+  node.node = "n0";
+  auto w = store::OpenNodeWriter(dir, node);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  constexpr int64_t kMs = 1'000'000;
+  int64_t t = m.start_ns;
+  auto step = [&](int64_t n, const char* mode, int64_t wait, int64_t fwd, int64_t bwd,
+                  int64_t opt) {
+    auto span = [&](const char* cat, int64_t begin, int64_t dur) {
+      model::Event e;
+      e.name = cat;
+      e.category = cat;
+      e.mode = mode;
+      e.step = n;
+      e.start_ns = begin;
+      e.duration_ns = dur;
+      e.pid = e.tid = 1;
+      (*w)->AppendEvent(e);
+    };
+    span("step", t, (wait + fwd + bwd + opt) * kMs);
+    span("data_wait", t, wait * kMs);
+    span("forward", t + wait * kMs, fwd * kMs);
+    if (bwd > 0) span("backward", t + (wait + fwd) * kMs, bwd * kMs);
+    if (opt > 0) span("optimizer", t + (wait + fwd + bwd) * kMs, opt * kMs);
+    t += (wait + fwd + bwd + opt) * kMs;
+  };
+  // Train steps of 10, 10, 12 and 20 ms: waits 1, 2, 3, 10 ms; forward 3, backward 4.
+  step(0, "train", 1, 3, 4, 2);
+  step(1, "train", 2, 3, 4, 1);
+  step(2, "train", 3, 3, 4, 2);
+  step(3, "train", 10, 3, 4, 3);
+  step(0, "eval", 50, 10, 0, 0);
+  step(1, "eval", 50, 10, 0, 0);
+  (*w)->Annotate(m.start_ns, "dataloader.0", R"({"num_workers": 2, "batch_size": 8})");
+  (*w)->Annotate(m.start_ns, "dataloader.1", R"({"num_workers": 0, "batch_size": 64})");
+  ASSERT_TRUE((*w)->Close().ok());
+  auto reader = store::RunReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto r = BuildReport(**reader);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->data_loader.workers, 2);
+  EXPECT_EQ(r->data_loader.steps_with_wait, 4);
+  EXPECT_DOUBLE_EQ(*r->data_loader.wait_ms.max, 10.0);
+  EXPECT_DOUBLE_EQ(*r->data_loader.wait_ms.mean, 4.0);
+  // Parts over the 52 ms of train steps: waits 16, forward 12, backward 16, optimizer 8.
+  std::map<std::string, double> share;
+  for (const auto& p : r->training.parts) share[p.part] = *p.share;
+  EXPECT_DOUBLE_EQ(share["data_wait"], 16.0 / 52);
+  EXPECT_DOUBLE_EQ(share["forward"], 12.0 / 52);
+  EXPECT_DOUBLE_EQ(share["backward"], 16.0 / 52);
+  EXPECT_DOUBLE_EQ(share["optimizer"], 8.0 / 52);
+  EXPECT_DOUBLE_EQ(share["other"], 0.0);
+  // The outlier threshold from the median of the four train steps, 11 ms (the mean of the
+  // middle two), and their median absolute deviation, 1 ms: max(11 + 5 x 1.4826, 1.2 x 11).
+  for (const auto& mode : r->training.modes) {
+    if (mode.mode == "train") {
+      EXPECT_DOUBLE_EQ(*mode.outlier_above_ms, 11 + 5 * 1.4826);
+    }
+  }
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
