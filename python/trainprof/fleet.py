@@ -148,10 +148,17 @@ def _prices_of(cost: dict) -> list:
     source as `trainprof cost` gave them."""
     out = []
     for p in [n.get("price") for n in (cost.get("nodes") or [])[:100_000]] or [cost.get("price")]:
-        if isinstance(p, dict) and isinstance(p.get("price_usd_per_hour"), (int, float)):
-            row = tuple(p.get(k) for k in PRICE_KEYS)
-            if row not in out:
-                out.append(row)
+        if not isinstance(p, dict):
+            continue
+        usd = p.get("price_usd_per_hour")
+        if not isinstance(usd, (int, float)) or isinstance(usd, bool):
+            continue
+        # A summary is read, not trusted: every field but the price is text or missing.
+        row = tuple(float(usd) if k == "price_usd_per_hour"
+                    else (str(p[k])[:1000] if p.get(k) is not None else None)
+                    for k in PRICE_KEYS)
+        if row not in out:
+            out.append(row)
     return out
 
 

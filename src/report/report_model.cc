@@ -455,7 +455,7 @@ Status BuildDataLoader(store::RunReader& reader, const store::StepTable& steps,
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps.data_wait_ns[i] == model::kMissing || !training[i]) continue;
     waits.push_back(static_cast<double>(steps.data_wait_ns[i]) / kNsPerMs);
-    if (steps.duration_ns[i] != model::kMissing && steps.modes.at(steps.mode[i]) == "train") {
+    if (steps.duration_ns[i] != model::kMissing) {
       wait_total += steps.data_wait_ns[i];
       step_total += steps.duration_ns[i];
     }

@@ -468,9 +468,10 @@ class UnderusedInstanceRule : public Rule {
   void OnStep(const StepRow& s) override {
     NodeState& n = Grow(nodes_, static_cast<size_t>(s.node));
     run_training_ = true;
-    if (!n.training) {
-      // Count from the first step: downloads and setup are not what the instance is for.
+    if (!n.training || n.inferred) {
+      // Count from the node's first step: downloads and setup are not what it is for.
       n.training = true;
+      n.inferred = false;
       n.Reset();
     }
   }
@@ -478,8 +479,10 @@ class UnderusedInstanceRule : public Rule {
     NodeState& n = Grow(nodes_, static_cast<size_t>(snap.node));
     if (!n.training && run_training_) {
       // A node whose own processes record no step (a parameter server, a data node, the other
-      // instances of a job whose rank 0 alone records steps) trains from the job's first step.
+      // instances of a job whose rank 0 alone records steps) trains from the job's first step,
+      // until a step of its own says when it began.
       n.training = true;
+      n.inferred = true;
       n.Reset();
     }
     double cpu = 0, gpu = 0, mem = 0, total = -1;
@@ -536,6 +539,7 @@ class UnderusedInstanceRule : public Rule {
  private:
   struct NodeState {
     bool training = false, fired = false;
+    bool inferred = false;  // training from the job's first step, not yet from one of its own
     int64_t start_ns = 0, end_ns = 0, count = 0, cpu_count = 0, gpu_count = 0, mem_count = 0;
     double cpu = 0, gpu = 0, mem = 0;
     ScanClock clock{60'000'000'000};

@@ -647,17 +647,17 @@ TEST(UnderusedInstanceTest, JudgesGpusSampledApartFromTheCpuAndOnlyWhileTraining
   // SageMaker writes a node's CPU and GPU lines at different times: GPU-only snapshots. Busy
   // GPUs (90 %) beside an idle CPU (5 %) are not an idle instance; they were left out, and the
   // rule fired with gpu_mean_ratio null.
-  auto run = [](bool steps) {
-    Scenario s(std::string("apart") + (steps ? "_steps" : ""));
+  auto run = [](bool steps, double gpu) {
+    Scenario s(std::string("apart") + (steps ? "_steps" : "") + std::to_string(gpu));
     s.System("n0", 1500, 1000, 8, 0, [](Scenario::Tick& t) {
       for (auto& c : t.core) c = 0.05;
     });
     for (int64_t t = 0; t < 1500; ++t) {
       for (int g = 0; g < 4; ++g) {
         s.Value("n0", "gpu_utilization_ratio", "gpu" + std::to_string(g),
-                kStart + t * kSec + 400 * kMs, 0.9);
+                kStart + t * kSec + 400 * kMs, gpu);
         s.Value("n0", "gpu_memory_used_ratio", "gpu" + std::to_string(g),
-                kStart + t * kSec + 400 * kMs, 0.5);
+                kStart + t * kSec + 400 * kMs, gpu / 2);
       }
     }
     if (steps) {
@@ -666,13 +666,16 @@ TEST(UnderusedInstanceTest, JudgesGpusSampledApartFromTheCpuAndOnlyWhileTraining
     }
     return EvaluateOne(s.Finish(), "UnderusedInstance");
   };
-  RuleResult busy = run(true);
+  RuleResult busy = run(true, 0.9);
   EXPECT_GT(busy.datapoints, 1500);
   EXPECT_FALSE(busy.triggered);
-  // No step anywhere in the run: nothing says what the instance is for (SageMaker's
+  // Idle GPUs too: the same run fires...
+  RuleResult idle = run(true, 0.05);
+  ASSERT_TRUE(idle.triggered);
+  EXPECT_NEAR(Evidence(idle.findings[0])["gpu_mean_ratio"].get<double>(), 0.05, 1e-9);
+  // ...but not without a step anywhere: nothing says what the instance is for (SageMaker's
   // test_traces: "mostly idle while training" on a node that never trained).
-  RuleResult no_steps = run(false);
-  EXPECT_FALSE(no_steps.triggered);
+  EXPECT_SILENT_ON_DATA(run(false, 0.05));
 }
 
 }  // namespace

@@ -267,26 +267,32 @@ class MaxInitializationTimeRule : public Rule {
     Check(e.end_ns(), ctx().NodeName(e.node));
   }
   // Steps arrive as they end: on several ranks (or processes) a step that started first may
-  // end after another's. The first step is the earliest to start.
+  // end after another's. The first step is the earliest to start, known once every step has
+  // ended: the finding about it is decided at the end.
   void OnStep(const StepRow& s) override {
     ++result().datapoints;
     if (first_step_ns_ != 0 && s.start_ns >= first_step_ns_) return;
-    const bool first_seen = first_step_ns_ == 0;
     first_step_ns_ = s.start_ns;
+    first_step_node_ = s.node;
     const int64_t start = ctx().RunStartNs();
-    const int64_t init = s.start_ns - start;
-    result().details = {
-        {"job_start_ns", start}, {"first_step_ns", s.start_ns}, {"initialization_ms", Ms(init)}};
-    if (first_seen && init > threshold_ns_ && !fired_) {
-      Fire(ctx().NodeName(s.node), start, s.start_ns,
+    result().details = {{"job_start_ns", start},
+                        {"first_step_ns", s.start_ns},
+                        {"initialization_ms", Ms(s.start_ns - start)}};
+  }
+  void Finalize(int64_t end_ns) override {
+    if (first_step_ns_ == 0) {
+      if (end_ns > 0) Check(end_ns, "");
+      return;
+    }
+    const int64_t start = ctx().RunStartNs();
+    const int64_t init = first_step_ns_ - start;
+    if (init > threshold_ns_ && !fired_) {
+      Fire(ctx().NodeName(first_step_node_), start, first_step_ns_,
            "The first training step started " + DurationText(static_cast<double>(init) / 1e9) +
                " after the job started (threshold " +
                DurationText(static_cast<double>(threshold_ns_) / 1e9) + ")",
            true);
     }
-  }
-  void Finalize(int64_t end_ns) override {
-    if (first_step_ns_ == 0 && end_ns > 0) Check(end_ns, "");
   }
 
  private:
@@ -317,6 +323,7 @@ class MaxInitializationTimeRule : public Rule {
 
   int64_t threshold_ns_;
   int64_t first_step_ns_ = 0;
+  int32_t first_step_node_ = 0;
   bool fired_ = false;
   json init_phase_ = nullptr;
 };

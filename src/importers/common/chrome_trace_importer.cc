@@ -74,12 +74,13 @@ class ChromeSink : public TraceSink {
           return OkStatus();
         }
         // The end's args join the begin's: Horovod writes a tensor's dtype and shape on the
-        // end event only.
+        // end event only; smdebug's reader takes an E event's args.pid / thread_id too.
         if (!e.args.empty()) {
           std::string end_args, merged;
           json::AppendMinified(e.args, &end_args);
           json::MergeObjectMembers(ev.args, end_args, &merged);
           if (merged.size() > 2) ev.args = std::move(merged);
+          ProcessFromArgs(e.args, &ev);
         }
         Store(std::move(ev));
         return OkStatus();
@@ -189,23 +190,28 @@ class ChromeSink : public TraceSink {
         }
       }
     }
-    // The process and thread an event names in its args (SageMaker's framework and TF
-    // detailed-profiling writers), as smdebug's reader takes them: the trace's own pid is a
-    // lane of the timeline (1, 2...), not a process. A process id in the file's node id
-    // ("<pid>-<host>") names the writing process already, and stays.
-    if (e.args.find("\"pid\"") != std::string_view::npos ||
-        e.args.find("\"thread_id\"") != std::string_view::npos) {
-      json::ObjectReader r(e.args);
-      std::string_view k, v;
-      int64_t n;
-      while (r.Next(&k, &v)) {
-        if (k == "pid" && o_.pid == model::kMissing && json::ParseLooseInt64(v, &n) && n > 0) {
-          ev.pid = n;
-        }
-        if (k == "thread_id" && json::ParseLooseInt64(v, &n) && n > 0) ev.tid = n;
-      }
-    }
+    ProcessFromArgs(e.args, &ev);
     return ev;
+  }
+
+  // The process and thread an event names in its args (SageMaker's framework and TF
+  // detailed-profiling writers), as smdebug's reader takes them: the trace's own pid is a lane
+  // of the timeline (1, 2...), not a process. A process id in the file's node id
+  // ("<pid>-<host>") names the writing process already, and stays.
+  void ProcessFromArgs(std::string_view args, model::Event* ev) const {
+    if (args.find("\"pid\"") == std::string_view::npos &&
+        args.find("\"thread_id\"") == std::string_view::npos) {
+      return;
+    }
+    json::ObjectReader r(args);
+    std::string_view k, v;
+    int64_t n;
+    while (r.Next(&k, &v)) {
+      if (k == "pid" && o_.pid == model::kMissing && json::ParseLooseInt64(v, &n) && n > 0) {
+        ev->pid = n;
+      }
+      if (k == "thread_id" && json::ParseLooseInt64(v, &n) && n > 0) ev->tid = n;
+    }
   }
 
   static std::string Escape(const std::string& s) {

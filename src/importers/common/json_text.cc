@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <unordered_set>
 #include <vector>
 
 namespace trainprof::importers::json {
@@ -300,14 +301,14 @@ bool ParseDouble(std::string_view text, double* out) {
 void MergeObjectMembers(std::string_view base, std::string_view extra, std::string* out) {
   out->clear();
   out->push_back('{');
-  std::vector<std::string_view> keys;
+  std::unordered_set<std::string_view> keys;  // base's keys: one lookup per extra member
   auto add = [&](std::string_view text, bool check) {
     if (text.empty() || text.front() != '{') return;
     ObjectReader r(text);
     std::string_view k, v;
     while (r.Next(&k, &v)) {
-      if (check && std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
-      if (!check) keys.push_back(k);
+      if (check && keys.count(k)) continue;
+      if (!check) keys.insert(k);
       if (out->size() > 1) out->push_back(',');
       out->push_back('"');
       out->append(k);

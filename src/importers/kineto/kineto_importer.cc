@@ -114,9 +114,15 @@ void StepArgs(std::string_view args, int64_t* step, std::string* mode) {
   while (r.Next(&k, &v)) {
     int64_t n;
     if (k == "step" && json::ParseLooseInt64(v, &n) && n >= 0) *step = n;
-    if (k == "mode" && !v.empty() && v.front() == '"') json::DecodeString(v, mode);
+    // A mode is a word (train, eval, global); one longer than smdebug's cap is not a mode.
+    if (k == "mode" && v.size() <= 66 && !v.empty() && v.front() == '"') {
+      json::DecodeString(v, mode);
+    }
   }
 }
+
+// Step spans remembered to store each once (NewStepSpan).
+constexpr size_t kStepSpanWindow = 4096;
 
 // The mode of a global instant ("s": "g") and of a step derived from ProfilerStep#N.
 constexpr const char* kModeGlobal = "global";
@@ -126,6 +132,8 @@ struct RunState {
   std::map<int64_t, std::string> rank_files;      // rank -> the file that brought it
   std::map<std::string, std::string> node_files;  // node -> the first file stored there
   std::set<std::string> rankless_nodes;           // nodes of files without a rank: one file each
+  // A host's node for its ranks when a trace without a rank took the host's name first.
+  std::map<std::string, std::string> ranked_alias;
   int64_t flush_events = 1 << 18;
 };
 
@@ -305,7 +313,10 @@ class FileImporter : public ParsedEventSink {
     // on a host keep a node that a rankless trace took).
     const std::string wanted = node_.node;
     const bool rankless = rank_ == model::kMissing;
-    if ((rankless && run_.node_files.count(wanted)) || run_.rankless_nodes.count(wanted)) {
+    if (auto alias = run_.ranked_alias.find(wanted);
+        !rankless && alias != run_.ranked_alias.end()) {
+      node_.node = alias->second;  // the ranks of this host share the node the first one got
+    } else if ((rankless && run_.node_files.count(wanted)) || run_.rankless_nodes.count(wanted)) {
       for (int n = 2; run_.node_files.count(node_.node); ++n) {
         node_.node = wanted + "-" + std::to_string(n);
       }
@@ -313,6 +324,7 @@ class FileImporter : public ParsedEventSink {
                                   ("node " + wanted) + " was taken by " + run_.node_files[wanted] +
                                   (rankless ? "" : ", a trace without a rank") +
                                   ": stored as node " + node_.node);
+      if (!rankless) run_.ranked_alias.emplace(wanted, node_.node);
     }
     run_.node_files.emplace(node_.node, path_);
     if (rankless) run_.rankless_nodes.insert(node_.node);
@@ -487,13 +499,13 @@ class FileImporter : public ParsedEventSink {
         step_mode_ = std::move(mode);
         ev.mode = step_mode_;
       }
-      if (!step_spans_.insert({start, dur, ev.pid, ev.tid}).second) return OkStatus();
+      if (!NewStepSpan(start, dur, ev.pid, ev.tid)) return OkStatus();
       ++summary_.steps;
       return Store(ev);
     }
     bool cpu_side = ev.category == "user_annotation" || ev.category == "cpu_op";
     if (cpu_side && ParseProfilerStep(e.name, &step)) ev.step = step;
-    if (ev.step != model::kMissing && step_spans_.insert({start, dur, ev.pid, ev.tid}).second) {
+    if (ev.step != model::kMissing && NewStepSpan(start, dur, ev.pid, ev.tid)) {
       ++summary_.steps;
       model::EventView s;
       s.kind = model::EventKind::kSpan;
@@ -640,10 +652,19 @@ class FileImporter : public ParsedEventSink {
     return OkStatus();
   }
 
+  // False for a step span already stored. The pairs this catches lie side by side (an export
+  // writes a ProfilerStep#N and its step span at the same start), so a window of recent steps
+  // is enough and memory stays bounded.
+  bool NewStepSpan(int64_t start, int64_t dur, int64_t pid, int64_t tid) {
+    if (step_spans_.size() >= kStepSpanWindow) step_spans_.clear();
+    return step_spans_.insert({start, dur, pid, tid}).second;
+  }
+
   // A tid written as text ("stream 7", 2021 traces, which have no thread_name for it) is the
   // track's name, unless a thread_name names it: kept, so that the export names the track.
   void NameStringTid(std::string_view text, int64_t pid, int64_t tid) {
     if (pid == model::kMissing || tid == model::kMissing) return;
+    if (string_tids_.size() >= kMaxTrackNames) return;  // bounded as the track names are
     if (!string_tids_.insert({pid, tid}).second) return;
     std::string label;
     if (!json::DecodeString(text, &label) || label.size() > kMaxTrackNameBytes) return;
@@ -691,8 +712,13 @@ class FileImporter : public ParsedEventSink {
       Problem(dq::kAbsurdDurations);
       return OkStatus();
     }
-    // The end's args join the begin's (a key the begin has keeps its value).
-    if (!e.args.empty() && e.args != "{}") {
+    // The end's args join the begin's (a key the begin has keeps its value), within the same
+    // bounds as any event's args (View).
+    if (e.args.size() > kMaxArgsBytes) {
+      Problem(dq::kOversizedArgs);
+    } else if (e.args.size() > 2 * kMaxArgsDepth && JsonNestingExceeds(e.args, kMaxArgsDepth)) {
+      Problem(dq::kDeepArgs);
+    } else if (!e.args.empty() && e.args != "{}") {
       std::string merged;
       json::MergeObjectMembers(ev.args, e.args, &merged);
       if (merged.size() > kMaxArgsBytes) {

@@ -699,6 +699,29 @@ TEST(KinetoImporterTest, TracesWithoutARankNamedAlikeStayApartAndNoFileIsTakenTw
   }
 }
 
+TEST(KinetoImporterTest, RanksOfAHostShareANodeAfterATraceWithoutARankTookItsName) {
+  // A trace without a rank from host h1 first, then ranks 0 and 1 of h1: the ranks share one
+  // node (not one each: the job would be billed as three instances), and the rankless trace
+  // keeps its own.
+  std::string dir = TempDir();
+  auto trace = [&](const std::string& name, const std::string& rank) {
+    testing::WriteFile(dir + "/" + name, R"({"host_name": "h1", )" + rank + R"("traceEvents": [
+{"ph": "X", "cat": "cpu_op", "name": "op", "ts": 1000, "dur": 5, "pid": 1, "tid": 1}]})");
+    return dir + "/" + name;
+  };
+  KinetoImportOptions o;
+  o.traces = {trace("solo.json", ""), trace("r0.json", R"("distributedInfo": {"rank": 0}, )"),
+              trace("r1.json", R"("distributedInfo": {"rank": 1}, )")};
+  o.out = dir + "/run";
+  auto r = ImportKineto(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->nodes, (std::vector<std::string>{"h1", "h1-2"}));
+  ASSERT_EQ(r->files.size(), 3u);
+  EXPECT_EQ(r->files[0].node, "h1");
+  EXPECT_EQ(r->files[1].node, "h1-2");
+  EXPECT_EQ(r->files[2].node, "h1-2");
+}
+
 TEST(KinetoImporterTest, NonTracesAreRefusedWithAReason) {
   std::string run;
   auto r = Import({kHta + "execution_trace/benchmark_simple_add_et.json.gz"}, &run);
