@@ -251,18 +251,24 @@ TEST_F(ReportTest, PythonFunctionsFromThePlantedProfile) {
   EXPECT_EQ(html.find("onerror=alert(2)>"), std::string::npos);
 }
 
+// A run in `dir` (run.json with `run_id`, started at 1e18 ns: *meta) and the writer of its one
+// node, n0, for a test to fill.
+auto OpenOneNodeRun(const std::string& dir, const std::string& run_id, model::RunMetadata* meta) {
+  meta->run_id = run_id;
+  meta->start_ns = 1'000'000'000'000'000'000;
+  EXPECT_TRUE(store::WriteRunMetadata(dir, *meta).ok());
+  model::NodeInfo node;
+  node.node = "n0";
+  return store::OpenNodeWriter(dir, node);
+}
+
 // Kineto's python_function spans (torch.profiler with_stack) are not cProfile rows; an instant
 // whose args are not a cProfile row is counted, not shown; without rows the section says how
 // to record a profile.
 TEST(ReportPythonTest, OnlyCProfileRowsMakeProfiles) {
   std::string dir = TempDir() + "/run";
   model::RunMetadata m;
-  m.run_id = "py";
-  m.start_ns = 1'000'000'000'000'000'000;
-  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
-  model::NodeInfo node;
-  node.node = "n0";
-  auto w = store::OpenNodeWriter(dir, node);
+  auto w = OpenOneNodeRun(dir, "py", &m);
   ASSERT_TRUE(w.ok()) << w.status().message();
   model::Event span;
   span.name = "train.py(12): step";
@@ -295,12 +301,7 @@ TEST(ReportPythonTest, OnlyCProfileRowsMakeProfiles) {
 TEST(ReportTrainingTest, TrainingFiguresAreTheTrainStepsAndWorkersComeFromTheLoaders) {
   std::string dir = TempDir() + "/run";
   model::RunMetadata m;
-  m.run_id = "modes";
-  m.start_ns = 1'000'000'000'000'000'000;
-  ASSERT_TRUE(store::WriteRunMetadata(dir, m).ok());
-  model::NodeInfo node;
-  node.node = "n0";
-  auto w = store::OpenNodeWriter(dir, node);
+  auto w = OpenOneNodeRun(dir, "modes", &m);
   ASSERT_TRUE(w.ok()) << w.status().message();
   constexpr int64_t kMs = 1'000'000;
   int64_t t = m.start_ns;
