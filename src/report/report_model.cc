@@ -28,6 +28,10 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// A DataLoader's settings as the instrumentation annotates them fit in a few hundred bytes;
+// a longer value is not parsed (an annotation is text anyone may have written).
+constexpr size_t kMaxLoaderJson = 64 << 10;
+
 // The median: the mean of the middle two of an even count (reorders `v`).
 double Median(std::vector<double>& v) {
   const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
@@ -439,7 +443,7 @@ Status BuildDataLoader(store::RunReader& reader, const store::StepTable& steps,
       } catch (...) {
         // A non-numeric worker count stays in the config table, unparsed.
       }
-    } else if (!a.value.empty() && a.value.front() == '{') {
+    } else if (!a.value.empty() && a.value.front() == '{' && a.value.size() <= kMaxLoaderJson) {
       // What the zero-code instrumentation writes: dataloader.<i> = {"num_workers": 2, ...}
       // for each DataLoader; the most workers any loader has.
       auto j = nlohmann::json::parse(a.value, nullptr, false);
