@@ -55,14 +55,19 @@ if [[ "${TRAINPROF_SANITIZE:-0}" == "1" ]]; then
     ctest --test-dir build/asan -j"$JOBS" -L "^(${labels})$" --output-on-failure --timeout 600
 fi
 
-section "the in-process recorder under ThreadSanitizer"
+section "the in-process recorder and the Kineto import's threads under ThreadSanitizer"
 # Its threads hand records over through lock-free block chains (src/instrument/recorder.cc):
 # TSan checks that hand-over, with threads appending while the flusher drains every 1 ms.
 # TSan cannot follow a multi-threaded fork() (it refuses to start threads in the child), so the
 # fork tests run in the plain ctest pass above only.
 cmake -S . -B build/tsan -G Ninja "${CCACHE_CMAKE_ARGS[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINPROF_BUILD_TESTS=ON \
   -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-cmake --build build/tsan -j"$JOBS" --target instrument_test >/dev/null
+cmake --build build/tsan -j"$JOBS" --target instrument_test importers_test >/dev/null
+# Files read at once (a thread each, two files of one node writing one store), the two-thread
+# parse and batches written on a second thread.
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/src/importers/importers_test \
+  --gtest_filter='KinetoFilesAtOnceTest.*:KinetoImporterTest.TwoThreadParseOfAGeneratedTraceGivesTheSameStore:KinetoImporterTest.BatchesWrittenOnASecondThreadGiveTheSameRun' \
+  --gtest_brief=1
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/src/instrument/instrument_test \
   --gtest_filter=-RecorderTest.ForkedChildWritesItsOwnStoreAndNeverTheParents:RecorderTest.AForkedChildThatCannotStartAThreadRecordsOnAndWritesAtStop:RecorderTest.AForkedChildWithAFlusherButNoKeeperLosesNothing \
   --gtest_brief=1

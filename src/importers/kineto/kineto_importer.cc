@@ -1,13 +1,17 @@
 #include "importers/kineto/kineto_importer.h"
 
+#include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <system_error>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -127,24 +131,53 @@ constexpr size_t kStepSpanWindow = 4096;
 // The mode of a global instant ("s": "g") and of a step derived from ProfilerStep#N.
 constexpr const char* kModeGlobal = "global";
 
+// What the files of one import share. Files may be read on several threads at once (one file
+// a thread); each decides its node in its turn, in the order the files were given, so that the
+// nodes' names (and which of two files giving one rank is refused) are those of a one-thread
+// import whatever the threads' timing.
 struct RunState {
   RunBuilder* builder = nullptr;
+  // Guarded by `mu`, like builder's writers (RunBuilder::Node) and next_turn.
   std::map<int64_t, std::string> rank_files;      // rank -> the file that brought it
   std::map<std::string, std::string> node_files;  // node -> the first file stored there
   std::set<std::string> rankless_nodes;           // nodes of files without a rank: one file each
   // A host's node for its ranks when a trace without a rank took the host's name first.
   std::map<std::string, std::string> ranked_alias;
   int64_t flush_events = 1 << 18;
+  int file_threads = 1;  // files read at once
+
+  std::mutex mu;
+  std::condition_variable turn_cv;
+  size_t next_turn = 0;  // the file whose node is decided next
+  // The first file (by its place in the list) that failed: files after it stop being read.
+  std::atomic<size_t> first_failure{SIZE_MAX};
+
+  // Waits, `lock` held on `mu`, until the files before `index` have decided their nodes.
+  void WaitTurn(std::unique_lock<std::mutex>& lock, size_t index) {
+    turn_cv.wait(lock, [&] { return next_turn == index; });
+  }
+  void EndTurn(size_t index) {  // `mu` held
+    next_turn = index + 1;
+    turn_cv.notify_all();
+  }
+  void NoteFailure(size_t index) {
+    size_t first = first_failure.load();
+    while (index < first && !first_failure.compare_exchange_weak(first, index)) {
+    }
+  }
+  bool EarlierFileFailed(size_t index) const {
+    return first_failure.load(std::memory_order_relaxed) < index;
+  }
 };
 
 // Parses one trace file into the run. The sink half receives elements from the streamer (on
 // one thread) or, already parsed, from the pipeline (kineto_parse_pipeline.h).
 class FileImporter : public ParsedEventSink {
  public:
-  // text_bytes_hint: about how much text the file holds (ByteSource::text_bytes_hint; 0 when
-  // unknown).
-  FileImporter(RunState& run, std::string path, bool gzip, int64_t text_bytes_hint)
-      : run_(run), path_(std::move(path)), gzip_(gzip), text_hint_(text_bytes_hint) {
+  // index: the file's place in the import's list; text_bytes_hint: about how much text the file
+  // holds (ByteSource::text_bytes_hint; 0 when unknown).
+  FileImporter(RunState& run, size_t index, std::string path, bool gzip, int64_t text_bytes_hint)
+      : run_(run), index_(index), path_(std::move(path)), gzip_(gzip), text_hint_(text_bytes_hint) {
     summary_.path = path_;
     batch_text_max_ = std::max(kMinBatchTextBytes, text_hint_ / kBatchesPerFile);
   }
@@ -222,6 +255,7 @@ class FileImporter : public ParsedEventSink {
 
   // One parsed element; e.args is minified.
   Status Handle(const RawEvent& e) {
+    if (run_.EarlierFileFailed(index_)) return Unavailable(path_ + ": not read on");
     ++summary_.elements;
     if (e.text_end > text_seen_) text_seen_ = e.text_end;
     if (!started_) TP_RETURN_IF_ERROR(Start());
@@ -250,6 +284,7 @@ class FileImporter : public ParsedEventSink {
     }
   }
 
+  // Writes the file's last events and counts what it left open; Apply() gives the run the rest.
   Status Finish() {
     // No events, or refused before any was stored (duplicated rank): nothing to flush.
     if (writer_ == nullptr) return OkStatus();
@@ -257,6 +292,21 @@ class FileImporter : public ParsedEventSink {
     for (auto& [track, stack] : open_) {
       if (!stack.empty()) Problem(dq::kUnmatchedBegins, static_cast<int64_t>(stack.size()));
     }
+    open_.clear();
+    for (auto& [category, n] : category_counts_) summary_.categories[category] += n;
+    category_counts_.clear();
+    // The last batch is encoded while nothing else runs: on two threads (when no other file
+    // is read at the same time).
+    Status last = writer_->Flush(run_.file_threads > 1 ? 1 : 2).WithContext(path_);
+    return flushed.ok() ? last : flushed;
+  }
+
+  // What the file gives its node and the run besides events: metadata, counters, warnings and
+  // its time span. Called for each file in the order given, once every file is read: a key that
+  // two traces of one host both set (kineto.schemaVersion) is the later file's, as when the
+  // files are read one after the other.
+  void Apply() {
+    if (writer_ == nullptr) return;
     // The offset added to relative timestamps: `analyze --hta-compat` redoes HTA's rounding
     // on the values the file wrote (kineto.[rankN.]base_time_ns).
     if (base_ns_ != 0) {
@@ -273,12 +323,17 @@ class FileImporter : public ParsedEventSink {
     for (const std::string& w : summary_.warnings) {
       writer_->Annotate(summary_.start_ns, "import_warning", path_ + ": " + w);
     }
-    for (auto& [category, n] : category_counts_) summary_.categories[category] += n;
-    category_counts_.clear();
     if (summary_.events_stored > 0) run_.builder->NoteTime(summary_.start_ns, summary_.end_ns);
-    // The last batch is encoded while nothing else runs: on two threads.
-    Status last = writer_->Flush(2).WithContext(path_);
-    return flushed.ok() ? last : flushed;
+  }
+
+  // A file that stored nothing (or failed before its first event) still takes its turn to
+  // decide a node, so that the files after it get theirs.
+  void PassTurn() {
+    if (turn_taken_) return;
+    turn_taken_ = true;
+    std::unique_lock<std::mutex> lock(run_.mu);
+    run_.WaitTurn(lock, index_);
+    run_.EndTurn(index_);
   }
 
   KinetoFileSummary& summary() { return summary_; }
@@ -290,6 +345,24 @@ class FileImporter : public ParsedEventSink {
  private:
   Status Start() {
     started_ = true;
+    turn_taken_ = true;
+    std::unique_lock<std::mutex> lock(run_.mu);
+    run_.WaitTurn(lock, index_);
+    Status decided = DecideNode();
+    run_.EndTurn(index_);
+    lock.unlock();
+    TP_RETURN_IF_ERROR(decided);
+    // A batch is cut at flush_events events or kFlushArgsBytes of args: room for one from the
+    // start (a batch's buffers grown by doubling copied themselves and faulted in twice the
+    // pages). Capped: a test's one-batch import asks for millions.
+    writer_->ReserveEvents(static_cast<size_t>(std::min<int64_t>(run_.flush_events, 1 << 16)),
+                           static_cast<size_t>(kFlushArgsBytes + (64 << 10)));
+    return OkStatus();
+  }
+
+  // The file's node, in its turn (run_.mu held): by host, rank or file name; refused when its
+  // rank came in an earlier file.
+  Status DecideNode() {
     summary_.rank = rank_;
     if (rank_ != model::kMissing) {
       auto [it, inserted] = run_.rank_files.emplace(rank_, path_);
@@ -330,11 +403,6 @@ class FileImporter : public ParsedEventSink {
     if (rankless) run_.rankless_nodes.insert(node_.node);
     summary_.node = node_.node;
     TP_ASSIGN_OR_RETURN(writer_, run_.builder->Node(node_));
-    // A batch is cut at flush_events events or kFlushArgsBytes of args: room for one from the
-    // start (a batch's buffers grown by doubling copied themselves and faulted in twice the
-    // pages). Capped: a test's one-batch import asks for millions.
-    writer_->ReserveEvents(static_cast<size_t>(std::min<int64_t>(run_.flush_events, 1 << 16)),
-                           static_cast<size_t>(kFlushArgsBytes + (64 << 10)));
     return OkStatus();
   }
 
@@ -454,12 +522,14 @@ class FileImporter : public ParsedEventSink {
   // is cut here (the store's chunks are the same whatever the threads' timing); one batch in
   // flight: the parser waits for the previous write first, so at most two batches are held.
   // With write_inline (the two-thread parse, whose reading thread has the other core, or a
-  // single core) the batch is written here and now: a third thread on two cores would only
-  // take turns with the other two, on whichever core the scheduler put it.
+  // single core, or files read on several threads) the batch is written here and now: a third
+  // thread on two cores would only take turns with the other two, on whichever core the
+  // scheduler put it. Cut and written in one step then: another file of the same node may be
+  // cutting its batch at the same time.
   Status FlushInBackground() {
     TP_RETURN_IF_ERROR(WaitForFlush());
+    if (write_inline_) return writer_->Flush(1).WithContext(path_);
     std::function<Status()> write = writer_->CutBatch();
-    if (write_inline_) return write().WithContext(path_);
     try {
       flushing_ = std::async(std::launch::async, write);
     } catch (const std::system_error&) {
@@ -731,8 +801,10 @@ class FileImporter : public ParsedEventSink {
   }
 
   RunState& run_;
+  const size_t index_;
   std::string path_;
   bool gzip_;
+  bool turn_taken_ = false;
   KinetoFileSummary summary_;
   model::NodeInfo node_;
   std::string host_;
@@ -775,69 +847,127 @@ std::string TrackNameKey(std::string_view what, int64_t rank, int64_t pid, int64
   return key;
 }
 
+namespace {
+
+// One file's part of an import, for ImportKineto to join in the order the files were given.
+struct FileOutcome {
+  bool read = false;  // picked by a thread (files after a failure are not)
+  Status status;
+  std::unique_ptr<FileImporter> file;  // null when the file did not open
+  bool apply = false;                  // its metadata, counters and time span go to the run
+};
+
+// Above this many files read at once, memory (a read window and batch buffers each) grows for
+// little: the disk and the store's writers are shared.
+constexpr int kMaxFileThreads = 8;
+
+int FileThreads(const KinetoImportOptions& options, int cpus) {
+  const int files = static_cast<int>(std::min<size_t>(options.traces.size(), kMaxFileThreads));
+  if (options.file_threads > 0) return std::min(options.file_threads, files);
+  return std::max(1, std::min(cpus, files));
+}
+
+FileOutcome ImportFile(RunState& run, const KinetoImportOptions& options, size_t index, int cpus) {
+  FileOutcome out;
+  out.read = true;
+  const std::string& path = options.traces[index];
+  auto src = ByteSource::Open(path);
+  if (!src.ok()) {
+    FileImporter(run, index, path, false, 0).PassTurn();
+    out.status = src.status();
+    return out;
+  }
+  (*src)->set_progress(options.progress);
+  out.file =
+      std::make_unique<FileImporter>(run, index, path, (*src)->gzip(), (*src)->text_bytes_hint());
+  FileImporter& file = *out.file;
+  StreamOptions stream_options;
+  stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
+  // A small trace reads through a smaller window (it still grows for a larger element): a
+  // quarter of its text is four refills, and three quarters fewer fresh pages to fault in.
+  if (const int64_t hint = (*src)->text_bytes_hint(); hint > 0) {
+    stream_options.initial_buffer_bytes =
+        std::min(stream_options.initial_buffer_bytes,
+                 std::max<size_t>(64 << 10, static_cast<size_t>(hint / 4)));
+  }
+  // Under kPipelineMinTextBytes of JSON, starting and feeding a second thread costs more than
+  // it saves (measured in docs/benchmarks.md): one thread. Files read at once take a core each:
+  // a file gets a reading thread of its own only when there are cores to spare for it.
+  const bool pipeline =
+      options.parse_threads >= 2 || (options.parse_threads == 0 && cpus >= 2 * run.file_threads &&
+                                     (*src)->text_bytes_hint() >= kPipelineMinTextBytes);
+  // Batches are written on a thread of their own only when a core is free for it: not beside
+  // the two-thread parse (its two threads take two cores), not on one core, not beside other
+  // files.
+  file.set_write_inline(pipeline || cpus < 2 || run.file_threads > 1);
+  auto streamed = pipeline ? StreamTraceParallel(**src, file, stream_options)
+                           : StreamTrace(**src, file, stream_options);
+  if (!streamed.ok()) {
+    out.status = streamed.status();
+    (void)file.Finish();  // keep what was read, with its counters
+    out.apply = true;
+  } else if (!streamed->saw_trace_events && streamed->events == 0) {
+    out.status = DataLoss(path + ": not a Kineto trace (no \"traceEvents\" array)");
+  } else if (!file.started() && file.summary().elements > 0) {
+    out.status = DataLoss(path + ": not a Kineto trace: none of its " +
+                          std::to_string(file.summary().elements) +
+                          " elements is a trace event object with a \"ph\"");
+  } else {
+    out.status = file.Finish();
+    out.apply = true;
+  }
+  file.PassTurn();
+  return out;
+}
+
+}  // namespace
+
 StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   if (options.traces.empty()) return InvalidArgument("import kineto needs at least one trace");
   std::vector<std::string> command = {"trainprof", "import", "kineto"};
   command.insert(command.end(), options.traces.begin(), options.traces.end());
   TP_ASSIGN_OR_RETURN(auto builder, RunBuilder::Create(options.out, options.name, "import kineto",
                                                        command, options.scratch));
+  TP_RETURN_IF_ERROR(RefuseFilesGivenTwice(options.traces));
+  const int cpus = platform::UsableCpuCount();
   RunState run;
   run.builder = builder.get();
   run.flush_events = std::max<int64_t>(1, options.flush_events);
+  run.file_threads = FileThreads(options, cpus);
+  for (const std::string& path : options.traces) ProgressAddFile(options.progress, path);
+  // Each thread takes the next file in the list until none is left, or one failed (the files
+  // after it are not read on: the import fails with the first failure in the list, as it would
+  // one file at a time).
+  std::vector<FileOutcome> outcomes(options.traces.size());
+  std::atomic<size_t> next{0};
+  auto read_files = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < outcomes.size();) {
+      if (run.EarlierFileFailed(k)) break;
+      outcomes[k] = ImportFile(run, options, k, cpus);
+      if (!outcomes[k].status.ok()) run.NoteFailure(k);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < run.file_threads; ++t) {
+    try {
+      helpers.emplace_back(read_files);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the files are read on fewer
+    }
+  }
+  read_files();
+  for (std::thread& t : helpers) t.join();
   KinetoImportResult result;
   Status failure;
-  TP_RETURN_IF_ERROR(RefuseFilesGivenTwice(options.traces));
-  for (const std::string& path : options.traces) ProgressAddFile(options.progress, path);
-  for (const std::string& path : options.traces) {
-    auto src = ByteSource::Open(path);
-    if (!src.ok()) {
-      failure = src.status();
+  for (FileOutcome& o : outcomes) {
+    if (!o.read) break;
+    if (o.apply) o.file->Apply();
+    if (!o.status.ok()) {
+      failure = o.status;
       break;
     }
-    (*src)->set_progress(options.progress);
-    FileImporter file(run, path, (*src)->gzip(), (*src)->text_bytes_hint());
-    StreamOptions stream_options;
-    stream_options.initial_buffer_bytes = std::max<size_t>(16, options.read_buffer_bytes);
-    // A small trace reads through a smaller window (it still grows for a larger element): a
-    // quarter of its text is four refills, and three quarters fewer fresh pages to fault in.
-    if (const int64_t hint = (*src)->text_bytes_hint(); hint > 0) {
-      stream_options.initial_buffer_bytes =
-          std::min(stream_options.initial_buffer_bytes,
-                   std::max<size_t>(64 << 10, static_cast<size_t>(hint / 4)));
-    }
-    // Under kPipelineMinTextBytes of JSON, starting and feeding a second thread costs more than
-    // it saves (measured in docs/benchmarks.md): one thread.
-    const int cpus = platform::UsableCpuCount();
-    const bool pipeline =
-        options.parse_threads >= 2 || (options.parse_threads == 0 && cpus >= 2 &&
-                                       (*src)->text_bytes_hint() >= kPipelineMinTextBytes);
-    // Batches are written on a thread of their own only when a core is free for it: not beside
-    // the two-thread parse (its two threads take two cores), not on one core.
-    file.set_write_inline(pipeline || cpus < 2);
-    auto streamed = pipeline ? StreamTraceParallel(**src, file, stream_options)
-                             : StreamTrace(**src, file, stream_options);
-    if (!streamed.ok()) {
-      failure = streamed.status();
-      (void)file.Finish();  // keep what was read, with its counters
-      break;
-    }
-    if (!streamed->saw_trace_events && streamed->events == 0) {
-      failure = DataLoss(path + ": not a Kineto trace (no \"traceEvents\" array)");
-      break;
-    }
-    if (!file.started() && file.summary().elements > 0) {
-      failure = DataLoss(path + ": not a Kineto trace: none of its " +
-                         std::to_string(file.summary().elements) +
-                         " elements is a trace event object with a \"ph\"");
-      break;
-    }
-    Status s = file.Finish();
-    if (!s.ok()) {
-      failure = s;
-      break;
-    }
-    result.events_stored += file.summary().events_stored;
-    result.files.push_back(std::move(file.summary()));
+    result.events_stored += o.file->summary().events_stored;
+    result.files.push_back(std::move(o.file->summary()));
   }
   Status finish = builder->Finish();
   result.nodes = builder->node_names();

@@ -14,9 +14,12 @@
 //   are instants whose args carry flow_phase and flow_id (= the correlation id); counters
 //   (ph C) and [memory] instants become metric series; deviceProperties become the node's GPUs;
 //   process_name / process_labels / thread_name become node metadata (TrackNameKey).
-// Threads: called on one thread; it starts a reading thread per file (parse_threads) and
-// writes each store batch on this thread, or, when the file is read on this thread too and the
-// process may use two CPUs, on a writing thread per batch; it joins them before returning.
+// Threads: called on one thread. With several files and CPUs, files are read at once, a thread
+// each (file_threads; the threads take the files in the order given); a file may also get a
+// reading thread (parse_threads) when there are CPUs to spare, or, when one file is read on one
+// thread and the process may use two CPUs, a writing thread per batch. All are joined before
+// it returns. The stored run is the same whatever the threads: nodes are named and metadata
+// set in the order the files were given (events of two files of one node may share a chunk).
 
 #include <cstdint>
 #include <map>
@@ -48,6 +51,9 @@ struct KinetoImportOptions {
   // (kineto_parse_pipeline.h); 1: all on this thread; 0: 2 when the process may use two CPUs
   // or more, else 1. The stored run is the same.
   int parse_threads = 0;
+  // Files read at once, a thread each: 0: as many as the process may use CPUs (at most 8 and
+  // the number of files). 1: one after the other.
+  int file_threads = 0;
   // A run that one command makes and removes (`trainprof analyze TRACE...`): see
   // RunBuilder::Create.
   bool scratch = false;
