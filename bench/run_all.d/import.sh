@@ -46,7 +46,8 @@ missing=()
 for f in "${REAL[@]}"; do [[ -f $f ]] || missing+=("$f"); done
 if ((${#missing[@]})); then
   echo "real traces: ${#missing[@]} of ${#REAL[@]} not found (first: ${missing[0]})"
-  for f in import.real_events_per_s import.real_gzip_events_per_s import.two_core_ratio; do
+  for f in import.real_events_per_s import.real_gzip_events_per_s import.two_core_ratio \
+    import.two_core_ratio_one_job; do
     $R skip --figure $f --reason "real traces not found under $T"
   done
 else
