@@ -302,9 +302,9 @@ class FileImporter : public ParsedEventSink {
   }
 
   // What the file gives its node and the run besides events: metadata, counters, warnings and
-  // its time span. Called for each file in the order given, once every file is read: a key that
-  // two traces of one host both set (kineto.schemaVersion) is the later file's, as when the
-  // files are read one after the other.
+  // its time span. Called for each file in the order given, once it and the files before it
+  // are read (Joiner): a key that two traces of one host both set (kineto.schemaVersion) is the
+  // later file's, as when the files are read one after the other.
   void Apply() {
     if (writer_ == nullptr) return;
     // The offset added to relative timestamps: `analyze --hta-compat` redoes HTA's rounding
@@ -849,12 +849,32 @@ std::string TrackNameKey(std::string_view what, int64_t rank, int64_t pid, int64
 
 namespace {
 
-// One file's part of an import, for ImportKineto to join in the order the files were given.
+// One file's part of an import, joined to the run in the order the files were given.
 struct FileOutcome {
-  bool read = false;  // picked by a thread (files after a failure are not)
+  bool read = false;  // read to its end, or to its failure (files after a failure are not)
   Status status;
-  std::unique_ptr<FileImporter> file;  // null when the file did not open
+  std::unique_ptr<FileImporter> file;  // null when the file did not open; freed once joined
   bool apply = false;                  // its metadata, counters and time span go to the run
+  KinetoFileSummary summary;           // once joined
+};
+
+// Joins the files read to the run in the order given, as far as they are read: each file's
+// metadata, counters and warnings go to its node as soon as the files before it went (so that
+// the parse state of a file read early is not held until the last one ends), none after the
+// first failure. `mu` held.
+struct Joiner {
+  std::vector<FileOutcome>& outcomes;
+  size_t next = 0;
+  bool failed = false;
+  void JoinReady() {
+    for (; next < outcomes.size() && outcomes[next].read; ++next) {
+      FileOutcome& o = outcomes[next];
+      if (!failed && o.apply) o.file->Apply();
+      if (!failed && o.status.ok()) o.summary = std::move(o.file->summary());
+      if (!o.status.ok()) failed = true;
+      o.file.reset();
+    }
+  }
 };
 
 // Above this many files read at once, memory (a read window and batch buffers each) grows for
@@ -939,12 +959,16 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   // after it are not read on: the import fails with the first failure in the list, as it would
   // one file at a time).
   std::vector<FileOutcome> outcomes(options.traces.size());
+  Joiner joiner{outcomes};
   std::atomic<size_t> next{0};
   auto read_files = [&] {
     for (size_t k; (k = next.fetch_add(1)) < outcomes.size();) {
       if (run.EarlierFileFailed(k)) break;
-      outcomes[k] = ImportFile(run, options, k, cpus);
-      if (!outcomes[k].status.ok()) run.NoteFailure(k);
+      FileOutcome o = ImportFile(run, options, k, cpus);
+      if (!o.status.ok()) run.NoteFailure(k);
+      std::lock_guard<std::mutex> lock(run.mu);
+      outcomes[k] = std::move(o);
+      joiner.JoinReady();
     }
   };
   std::vector<std::thread> helpers;
@@ -961,13 +985,12 @@ StatusOr<KinetoImportResult> ImportKineto(const KinetoImportOptions& options) {
   Status failure;
   for (FileOutcome& o : outcomes) {
     if (!o.read) break;
-    if (o.apply) o.file->Apply();
     if (!o.status.ok()) {
       failure = o.status;
       break;
     }
-    result.events_stored += o.file->summary().events_stored;
-    result.files.push_back(std::move(o.file->summary()));
+    result.events_stored += o.summary.events_stored;
+    result.files.push_back(std::move(o.summary));
   }
   Status finish = builder->Finish();
   result.nodes = builder->node_names();
