@@ -7,8 +7,20 @@
 
 #include "base/test_dir.h"
 #include "model/run_metadata.h"
+#include "store/sqlite_db.h"
 
 namespace trainprof::store::testing {
+
+// The creation time a node store file holds (meta created_ns), or "" when it cannot be read:
+// two stores made alike differ by it alone.
+inline std::string StoreCreatedNs(const std::string& store_path) {
+  auto db = SqliteDb::Open(store_path, SqliteDb::Mode::kReadOnly);
+  if (!db.ok()) return "";
+  auto st = (*db)->Prepare("SELECT value FROM meta WHERE key = 'created_ns'");
+  if (!st.ok()) return "";
+  Status status;
+  return st->Step(&status) ? std::string(st->Text(0)) : "";
+}
 
 inline std::string MakeTempDir(const std::string& prefix = "trainprof_test") {
   return MakeTestDir(prefix);

@@ -15,7 +15,7 @@
 #include "importers/common/test_util.h"
 #include "importers/kineto/kineto_importer.h"
 #include "store/run_reader.h"
-#include "store/sqlite_db.h"
+#include "store/store_test_util.h"
 
 namespace trainprof::importers::kineto {
 namespace {
@@ -115,22 +115,13 @@ Content Read(const std::string& run) {
   return c;
 }
 
-std::string CreatedNs(const std::string& store_path) {
-  auto db = store::SqliteDb::Open(store_path, store::SqliteDb::Mode::kReadOnly);
-  if (!db.ok()) return "";
-  auto st = (*db)->Prepare("SELECT value FROM meta WHERE key = 'created_ns'");
-  if (!st.ok()) return "";
-  Status status;
-  return st->Step(&status) ? std::string(st->Text(0)) : "";
-}
-
 // A node's store file, its creation time written as a fixed text.
 std::string StoreBytes(const std::string& run, const std::string& node) {
   const std::string path = run + "/nodes/" + node + "/store.sqlite";
   auto bytes = ReadFileToString(path);
   if (!bytes.ok()) return "(unreadable)";
   std::string b = *bytes;
-  const std::string own = CreatedNs(path);
+  const std::string own = store::testing::StoreCreatedNs(path);
   if (!own.empty()) {
     const std::string fixed(own.size(), '9');
     for (size_t k = b.find(own); k != std::string::npos; k = b.find(own, k + 1)) {

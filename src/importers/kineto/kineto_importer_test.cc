@@ -24,7 +24,7 @@
 #include "importers/common/test_util.h"
 #include "importers/kineto/kineto_parse_pipeline.h"
 #include "store/run_reader.h"
-#include "store/sqlite_db.h"
+#include "store/store_test_util.h"
 
 namespace trainprof::importers::kineto {
 namespace {
@@ -303,15 +303,6 @@ TEST(KinetoImporterTest, TheTwoThreadParseWritesItsBatchesItselfAndOneCoreStarts
 }
 
 // A store's creation time (meta created_ns), the one value two imports of a file differ in.
-std::string CreatedNs(const std::string& store_path) {
-  auto db = store::SqliteDb::Open(store_path, store::SqliteDb::Mode::kReadOnly);
-  if (!db.ok()) return "";
-  auto st = (*db)->Prepare("SELECT value FROM meta WHERE key = 'created_ns'");
-  if (!st.ok()) return "";
-  Status status;
-  return st->Step(&status) ? std::string(st->Text(0)) : "";
-}
-
 // Every store file of a run directory (nodes/<node>/store.sqlite...) with its bytes, its
 // creation time (text of the same length in both) written as `created_ns`.
 std::map<std::string, std::string> StoreFiles(const std::string& run,
@@ -326,7 +317,7 @@ std::map<std::string, std::string> StoreFiles(const std::string& run,
       const std::string path = run + "/nodes/" + node + "/" + f;
       auto bytes = ReadFileToString(path);
       std::string b = bytes.ok() ? *bytes : "(unreadable)";
-      const std::string own = f == "store.sqlite" ? CreatedNs(path) : "";
+      const std::string own = f == "store.sqlite" ? store::testing::StoreCreatedNs(path) : "";
       if (!own.empty() && own.size() == created_ns.size()) {
         for (size_t k = b.find(own); k != std::string::npos; k = b.find(own, k + 1)) {
           b.replace(k, own.size(), created_ns);
