@@ -408,7 +408,8 @@ TEST(KinetoImporterTest, TwoThreadParseGivesTheSameStoreOnEveryTrace) {
 
 // Where no thread can be started (a process or user at its limit: RLIMIT_NPROC, a container's
 // pids limit), an import that would use three (the reading thread, batches written on another,
-// the last one encoded on two) runs on its own thread, and reading the store back (whose
+// the last one encoded on two) runs on its own thread, as does one of two files that would be
+// read at once, and reading the store back (whose
 // decoding of large chunks runs ahead on a second thread) works too: the same store as an
 // import with threads. Run in a child at RLIMIT_NPROC 1, as an unprivileged user when this is
 // root (root is exempt from the limit).
@@ -430,10 +431,18 @@ TEST(KinetoImporterTest, WithNoThreadToBeHadTheImportRunsOnItsOwnThread) {
     auto reader = store::RunReader::Open(alone);
     if (!reader.ok()) return 14;
     auto events = (*reader)->Events(store::EventQuery{});
-    return events.ok() && static_cast<int64_t>(events->size()) == r->events_stored ? 0 : 15;
+    if (!events.ok() || static_cast<int64_t>(events->size()) != r->events_stored) return 15;
+    // Two files that would be read at once, a thread each: read one after the other.
+    o.traces = {trace, SharedData(kHta + "trace_filter/sampled_rank-1.json.gz")};
+    o.out = alone + "_two";
+    o.file_threads = 2;
+    auto two = ImportKineto(o);
+    return two.ok() && two->files.size() == 2 && two->events_stored == r->events_stored + 4678 ? 0
+                                                                                               : 16;
   });
   ASSERT_EQ(code, 0) << test_child::Meaning(code)
-                     << " (13: the import failed; 14/15: reading it back failed)";
+                     << " (13: the import failed; 14/15: reading it back failed; 16: two files "
+                        "failed)";
   KinetoImportOptions o;
   o.traces = {trace};
   o.out = threaded;
