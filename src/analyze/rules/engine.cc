@@ -111,6 +111,11 @@ void Classify(SeriesKey* key) {
   }
 }
 
+bool StepPartCategory(const std::string& category) {
+  return category == model::kCategoryDataWait || category == model::kCategoryForward ||
+         category == model::kCategoryBackward || category == model::kCategoryOptimizer;
+}
+
 bool KeptCategory(const std::string& category, const std::string& name) {
   return category == model::kCategoryPhase || category == "collective" ||
          category == "dataloader" || category == "metric" || category == "compile" ||
@@ -310,11 +315,14 @@ void RuleEngine::Feed(const store::EventTable& events) {
   for (size_t i = 0; i < events.size(); ++i) {
     const std::string& category = events.categories.at(events.category[i]);
     const std::string& name = events.names.at(events.name[i]);
-    if (!KeptCategory(category, name)) continue;
+    const bool begun = events.start_ns[i] < step_begun_ns_ && events.step[i] != model::kMissing &&
+                       StepPartCategory(category);
+    if (!begun && !KeptCategory(category, name)) continue;
+    if (begun) step_begun_ns_ = events.start_ns[i];
     SpanEvent e;
     e.node = NodeId(events.nodes.at(events.node[i]));
     e.name = name;
-    e.category = category;
+    e.category = begun ? kStepBegunCategory : category;
     e.rank = events.rank[i];
     e.pid = events.pid[i];
     e.step = events.step[i];

@@ -45,6 +45,9 @@ struct EngineStats {
   int64_t late_items = 0;  // fed after their time had been released (live only)
 };
 
+// The category of the spans that tell rules a step began (RuleEngine::Feed of events).
+inline constexpr const char* kStepBegunCategory = "step_begun";
+
 class RuleEngine final : public RunContext {
  public:
   // Creates the rules `config` selects (unknown rules or parameters are errors).
@@ -64,7 +67,10 @@ class RuleEngine final : public RunContext {
   void Feed(const store::MetricTable& metrics);
   void Feed(const store::StepTable& steps);
   // Keeps the categories rules read ("phase", "collective", "dataloader", "metric": the
-  // training-health values) and ignores others.
+  // training-health values) and ignores others, but for a step's parts (data_wait, forward,
+  // backward, optimizer): the earliest to start so far reaches the rules as a span of category
+  // kStepBegunCategory (its step's parts end before the step: a step has begun though none
+  // has ended).
   void Feed(const store::EventTable& events);
 
   // Findings emitted since the previous call, in emission order.
@@ -121,8 +127,9 @@ class RuleEngine final : public RunContext {
   std::vector<std::vector<PendingValue>> pending_values_;  // per node
   std::vector<StepRow> pending_steps_;
   std::vector<SpanEvent> pending_spans_;
-  std::vector<int64_t> series_mark_;  // per series: the group it was last put in
-  std::vector<int32_t> series_rank_;  // per series: position in (node, metric, device) order
+  int64_t step_begun_ns_ = INT64_MAX;  // the earliest start of a step's part fed
+  std::vector<int64_t> series_mark_;   // per series: the group it was last put in
+  std::vector<int32_t> series_rank_;   // per series: position in (node, metric, device) order
   bool ranks_dirty_ = false;
   std::vector<size_t> forwarded_;  // per rule: findings already handed out
 

@@ -333,6 +333,66 @@ TEST(LiveEvaluatorTest, StepPartsFlushedBeforeTheirStepStillCount) {
             ResultsToJson(offline_results).dump(1));
 }
 
+TEST(LiveEvaluatorTest, AFirstStepLongerThanTheInitialisationLimitIsNoSlowStart) {
+  // The first step begins 10 s into the job and ends 90 s later; MaxInitializationTime's limit
+  // is 1 minute. Its parts, written as they end, tell the live rules that it began: no finding
+  // live or offline, and the same results both ways.
+  const std::string dir = TempDir("live_first_step");
+  model::RunMetadata meta;
+  meta.run_id = "live-first-step";
+  meta.start_ns = kStart;
+  ASSERT_TRUE(store::WriteRunMetadata(dir, meta).ok());
+  model::NodeInfo info;
+  info.node = "algo-1";
+  info.cpu_cores = 8;
+  auto writer = store::OpenNodeWriter(dir, info);
+  ASSERT_TRUE(writer.ok());
+  RuleConfig config;
+  config.rules = {"MaxInitializationTime"};
+  ASSERT_TRUE(ApplyParamOverride("MaxInitializationTime.threshold=1", &config).ok());
+  auto live = LiveEvaluator::Open(dir, config);
+  ASSERT_TRUE(live.ok()) << live.status().message();
+  auto span = [&](const char* category, int64_t start, int64_t duration) {
+    model::Event e;
+    e.name = category;
+    e.category = category;
+    e.mode = "train";
+    e.step = 0;
+    e.start_ns = start;
+    e.duration_ns = duration;
+    e.pid = e.tid = 4321;
+    e.rank = 0;
+    (*writer)->AppendEvent(std::move(e));
+  };
+  const store::SeriesId cpu = (*writer)->Series("cpu_utilization_ratio", "total");
+  std::vector<model::Finding> live_findings;
+  for (int64_t second = 0; second <= 150; ++second) {
+    const int64_t t = kStart + second * kSec;
+    (*writer)->Append(cpu, t, 0.5);
+    if (second == 12) span("data_wait", kStart + 10 * kSec, 2 * kSec);
+    if (second == 30) span("forward", kStart + 12 * kSec, 18 * kSec);
+    if (second == 100) span("step", kStart + 10 * kSec, 90 * kSec);
+    ASSERT_TRUE((*writer)->Flush().ok());
+    auto found = (*live)->Poll();
+    ASSERT_TRUE(found.ok());
+    live_findings.insert(live_findings.end(), found->begin(), found->end());
+  }
+  ASSERT_TRUE((*writer)->Close().ok());
+  auto rest = (*live)->Finish();
+  ASSERT_TRUE(rest.ok());
+  live_findings.insert(live_findings.end(), rest->begin(), rest->end());
+  EXPECT_TRUE(live_findings.empty()) << live_findings.front().message;
+  auto reader = store::RunReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  auto offline = EvaluateRun(**reader, config);
+  ASSERT_TRUE(offline.ok());
+  const auto results = (*offline)->Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].triggered);
+  EXPECT_EQ(results[0].details["first_step_ns"], kStart + 10 * kSec);
+  EXPECT_EQ(ResultsToJson((*live)->engine().Results()).dump(1), ResultsToJson(results).dump(1));
+}
+
 TEST(EngineTest, UnknownRulesParametersAndActionsAreUsageErrors) {
   model::RunMetadata meta;
   RuleConfig config;

@@ -1,10 +1,12 @@
 #include "analyze/rules/evaluate.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "model/event.h"
 #include "store/run_directory.h"
 
 namespace trainprof::analyze::rules {
@@ -28,6 +30,20 @@ StatusOr<std::unique_ptr<RuleEngine>> EvaluateRun(store::RunReader& reader,
   query.categories = {"phase", "collective", "dataloader", "metric", "compile"};
   TP_ASSIGN_OR_RETURN(store::EventTable events, reader.Events(query));
   engine->Feed(events);
+  // A step's parts end before the step: the first of them tells the rules that a step began
+  // (MaxInitializationTime: a long first step is not a slow start). Only the parts that start
+  // before the first step ended are read; after it, the steps say so.
+  int64_t first_step_end = store::kMaxTime;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    first_step_end = std::min(first_step_end, steps.start_ns[i] + steps.duration_ns[i]);
+  }
+  store::EventQuery parts;
+  parts.categories = {model::kCategoryDataWait, model::kCategoryForward, model::kCategoryBackward,
+                      model::kCategoryOptimizer};
+  parts.end_ns = first_step_end;
+  parts.args = false;
+  TP_ASSIGN_OR_RETURN(store::EventTable part_events, reader.Events(parts));
+  engine->Feed(part_events);
   engine->Finalize();
   return engine;
 }

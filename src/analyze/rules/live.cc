@@ -106,6 +106,8 @@ Status LiveEvaluator::ReadNew() {
   }
   store::EventTable step_events = RowsWhere(read, is_step, 1);
   store::EventTable events = RowsWhere(read, is_step, 0);
+  // The steps' parts tell the rules that a step began before any has ended (RuleEngine::Feed).
+  engine_->Feed(step_events);
   if (step_events.size() > 0 || unmatched_parts_.size() > 0) {
     for (size_t i = 0; i < unmatched_parts_.size(); ++i) {
       AppendEventRow(unmatched_parts_, i, &step_events);

@@ -264,6 +264,13 @@ class MaxInitializationTimeRule : public Rule {
     if (e.category == model::kCategoryPhase && e.name == "initialization") {
       init_phase_ = {{"start_ns", e.start_ns}, {"duration_ms", Ms(e.duration_ns)}};
     }
+    // A span inside a step (the first of its parts, kStepBegunCategory, or a collective or a
+    // load of that step) ends before the step does: a step had begun by its start, though no
+    // step has ended yet (a long first step is not a slow start).
+    if (e.step != model::kMissing && e.category != model::kCategoryStep &&
+        (step_begun_ns_ == 0 || e.start_ns < step_begun_ns_)) {
+      step_begun_ns_ = e.start_ns;
+    }
     Check(e.end_ns(), ctx().NodeName(e.node));
   }
   // Steps arrive as they end: on several ranks (or processes) a step that started first may
@@ -300,6 +307,7 @@ class MaxInitializationTimeRule : public Rule {
     if (fired_ || first_step_ns_ != 0) return;
     const int64_t start = ctx().RunStartNs();
     if (now_ns - start <= threshold_ns_) return;
+    if (step_begun_ns_ != 0 && step_begun_ns_ - start <= threshold_ns_) return;
     Fire(node, start, now_ns,
          "No training step after " + DurationText(static_cast<double>(now_ns - start) / 1e9) +
              " (threshold " + DurationText(static_cast<double>(threshold_ns_) / 1e9) +
@@ -324,6 +332,7 @@ class MaxInitializationTimeRule : public Rule {
   int64_t threshold_ns_;
   int64_t first_step_ns_ = 0;
   int32_t first_step_node_ = 0;
+  int64_t step_begun_ns_ = 0;  // the earliest start of a span inside a step (0: none seen)
   bool fired_ = false;
   json init_phase_ = nullptr;
 };

@@ -489,6 +489,31 @@ TEST(MaxInitializationTimeTest, TheFirstStepIsTheEarliestToStartNotToEnd) {
   EXPECT_DOUBLE_EQ(fw.details["initialization_ms"].get<double>(), 100000.0);
 }
 
+TEST(MaxInitializationTimeTest, ALongFirstStepIsNotASlowStart) {
+  // The first step starts 5 minutes in and takes 30 (a first step that compiles its kernels):
+  // 20 minutes pass with no step ended, but its data wait and forward pass ended long before.
+  Scenario s("long_first_step");
+  s.System("n0", 2700, 1000, 4, 1, [](Scenario::Tick&) {});
+  s.Steps("n0", 0, kStart + 5 * 60 * kSec, kStart + 2700 * kSec,
+          [](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+            if (step == 0) *compute = 30 * 60 * kSec;
+          });
+  const std::string dir = s.Finish();
+  RuleResult init = EvaluateOne(dir, "MaxInitializationTime");
+  EXPECT_FALSE(init.triggered);
+  EXPECT_EQ(init.details["first_step_ns"], kStart + 5 * 60 * kSec);
+  // A job whose first step begins 25 minutes in still fires, when 20 minutes have passed.
+  Scenario late("late_first_step");
+  late.System("n0", 2700, 1000, 4, 1, [](Scenario::Tick&) {});
+  late.Steps("n0", 0, kStart + 25 * 60 * kSec, kStart + 2700 * kSec,
+             [](int64_t step, int64_t*, int64_t* compute, int64_t*) {
+               if (step == 0) *compute = 10 * 60 * kSec;
+             });
+  RuleResult slow = EvaluateOne(late.Finish(), "MaxInitializationTime");
+  ASSERT_TRUE(slow.triggered);
+  EXPECT_NEAR(static_cast<double>(slow.findings.at(0).end_ns - kStart) / 6e10, 20.0, 0.05);
+}
+
 TEST(OverallRulesTest, SummariesNeverFire) {
   Scenario s("overall");
   s.System("n0", 600, 500, 4, 2, [](Scenario::Tick& t) { t.gpu = {0.4, 0.6}; });
