@@ -461,7 +461,18 @@ ZstdCompressor::ZstdCompressor(int level) : cctx_(ZSTD_createCCtx()), level_(lev
 
 ZstdCompressor::~ZstdCompressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
 
+void ZstdCompressor::Release() {
+  ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
+  cctx_ = nullptr;
+  room_.reset();
+  room_bytes_ = 0;
+}
+
 void ZstdCompressor::Compress(std::string_view raw, std::string* out) {
+  if (cctx_ == nullptr) {
+    cctx_ = ZSTD_createCCtx();
+    TP_CHECK(cctx_ != nullptr);
+  }
   const size_t bound = ZSTD_compressBound(raw.size());
   if (bound > room_bytes_) {
     room_.reset(new char[bound]);

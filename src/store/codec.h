@@ -170,6 +170,8 @@ class ZstdCompressor {
   ZstdCompressor(const ZstdCompressor&) = delete;
   ZstdCompressor& operator=(const ZstdCompressor&) = delete;
   void Compress(std::string_view raw, std::string* out);
+  // Frees the context's tables and the output room; the next Compress makes them again.
+  void Release();
 
  private:
   void* cctx_;

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -196,6 +198,62 @@ TEST(NodeStoreTest, TwoThreadFlushStoresTheSameEventsAsOne) {
   // A batch under twice the smallest half stays one chunk.
   write(dir + "/small/store.sqlite", 2, 2 * NodeStoreWriter::kMinSplitChunkEvents - 1);
   EXPECT_EQ(chunks(dir + "/small/store.sqlite"), 1);
+}
+
+// ReleaseBuffers between batches (emptied or not, before one- and two-thread flushes) frees
+// what the writer keeps for the next batch and loses nothing: the same events and values as a
+// writer that kept them.
+TEST(NodeStoreTest, ReleasedBuffersLoseNothing) {
+  const std::string dir = MakeTempDir();
+  auto write = [&](const std::string& path, bool release) {
+    auto w = NodeStoreWriter::Open(path, TestNode());
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    const SeriesId cpu = (*w)->Series("cpu_utilization_ratio", "total");
+    for (int batch = 0; batch < 6; ++batch) {
+      for (int i = 0; i < 3000; ++i) {
+        model::Event e;
+        e.name = "op" + std::to_string(i % 17);
+        e.category = "cpu_op";
+        e.start_ns = kT0 + batch * 1'000'000'000LL + (i * 7919) % 1'000'000;
+        e.duration_ns = i;
+        e.pid = 7;
+        e.tid = batch;
+        e.args = R"({"i":)" + std::to_string(i) + "}";
+        (*w)->AppendEvent(e);
+        (*w)->Append(cpu, kT0 + (batch * 3000 + i) * 1000LL, (i % 100) / 100.0);
+        if (release && i == 1500) (*w)->ReleaseBuffers();  // events buffered: kept
+      }
+      EXPECT_TRUE((*w)->Flush(batch % 2 + 1).ok());
+      if (release) (*w)->ReleaseBuffers();
+    }
+    EXPECT_TRUE((*w)->Close().ok());
+  };
+  write(dir + "/kept/store.sqlite", false);
+  write(dir + "/released/store.sqlite", true);
+  auto read = [](const std::string& path) {
+    auto r = NodeStoreReader::Open(path);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EventTable ev;
+    MetricTable mt;
+    ReadProblems problems;
+    EXPECT_TRUE((*r)->ReadEvents({}, &ev, &problems).ok());
+    EXPECT_TRUE((*r)->ReadMetrics({}, &mt, &problems).ok());
+    EXPECT_EQ(problems.corrupt_chunks, 0);
+    std::vector<std::string> rows;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      rows.push_back(ev.names.at(ev.name[i]) + "|" + std::to_string(ev.start_ns[i]) + "|" +
+                     std::to_string(ev.duration_ns[i]) + "|" + std::to_string(ev.tid[i]) + "|" +
+                     ev.args[i]);
+    }
+    for (size_t i = 0; i < mt.size(); ++i) {
+      rows.push_back(std::to_string(mt.timestamp_ns[i]) + "=" + std::to_string(mt.value[i]));
+    }
+    std::sort(rows.begin(), rows.end());
+    return rows;
+  };
+  const std::vector<std::string> kept = read(dir + "/kept/store.sqlite");
+  EXPECT_EQ(kept.size(), 2u * 6 * 3000);
+  EXPECT_EQ(read(dir + "/released/store.sqlite"), kept);
 }
 
 // A writer with auto-flush (the agent's) where no thread can be started: Open succeeds without

@@ -244,6 +244,20 @@ Status NodeStoreWriter::Flush(int encode_threads) {
   return WriteTakenLocked(pending);
 }
 
+void NodeStoreWriter::ReleaseBuffers() {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.size() == 0) events_ = EventColumns();
+  }
+  spare_events_ = EventColumns();
+  order_ = std::vector<uint32_t>();
+  raw_chunk_ = EncodeScratch();
+  blob_ = std::string();
+  zstd_.Release();
+  helper_zstd_.reset();
+}
+
 void NodeStoreWriter::ReserveEvents(size_t events, size_t args_bytes) {
   std::lock_guard<std::mutex> flush_lock(flush_mu_);  // spare_events_ is the writes'
   std::lock_guard<std::mutex> lock(mu_);

@@ -103,6 +103,11 @@ class NodeStoreWriter {
   // Flush() would (so the store's chunks do not depend on thread timing), and returns what
   // writes it. At most one cut batch outstanding: run it before the next cut, Flush or Close.
   std::function<Status()> CutBatch();
+  // Frees what the writer keeps for its next batches (the event columns a flush emptied, the
+  // encoding scratch, the compression contexts), keeping what is buffered: for a writer that
+  // may stay idle a long while (an import's node whose files are all read). Appends after it
+  // grow them again.
+  void ReleaseBuffers();
   // Seals every series, flushes, vacuums freed pages and switches the file out of WAL mode, so
   // a finished store is one self-contained file. Idempotent.
   Status Close();

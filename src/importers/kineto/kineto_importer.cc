@@ -145,6 +145,10 @@ struct RunState {
   std::map<std::string, std::string> ranked_alias;
   int64_t flush_events = 1 << 18;
   int file_threads = 1;  // files read at once
+  // Files being read into each node's writer: the last to end frees the writer's buffers
+  // (NodeStoreWriter::ReleaseBuffers), so that an import of many nodes holds the buffers of
+  // those being filled, not of all.
+  std::map<store::NodeStoreWriter*, int> readers;
 
   std::mutex mu;
   std::condition_variable turn_cv;
@@ -298,7 +302,16 @@ class FileImporter : public ParsedEventSink {
     // The last batch is encoded while nothing else runs: on two threads (when no other file
     // is read at the same time).
     Status last = writer_->Flush(run_.file_threads > 1 ? 1 : 2).WithContext(path_);
+    Done();
     return flushed.ok() ? last : flushed;
+  }
+
+  // The file no longer appends to its node's writer (read to its end, or failed).
+  void Done() {
+    if (writer_ == nullptr || done_) return;
+    done_ = true;
+    std::lock_guard<std::mutex> lock(run_.mu);
+    if (--run_.readers[writer_] == 0) writer_->ReleaseBuffers();
   }
 
   // What the file gives its node and the run besides events: metadata, counters, warnings and
@@ -403,6 +416,7 @@ class FileImporter : public ParsedEventSink {
     if (rankless) run_.rankless_nodes.insert(node_.node);
     summary_.node = node_.node;
     TP_ASSIGN_OR_RETURN(writer_, run_.builder->Node(node_));
+    ++run_.readers[writer_];
     return OkStatus();
   }
 
@@ -805,6 +819,7 @@ class FileImporter : public ParsedEventSink {
   std::string path_;
   bool gzip_;
   bool turn_taken_ = false;
+  bool done_ = false;  // Done() ran
   KinetoFileSummary summary_;
   model::NodeInfo node_;
   std::string host_;
@@ -937,6 +952,7 @@ FileOutcome ImportFile(RunState& run, const KinetoImportOptions& options, size_t
     out.apply = true;
   }
   file.PassTurn();
+  file.Done();  // a file that failed before its Finish
   return out;
 }
 
