@@ -277,22 +277,32 @@ TEST(EngineTest, FindingsAreHandedOutAsTheyHappen) {
   EXPECT_GT(before_end, 5);
 }
 
-TEST(LiveEvaluatorTest, StepPartsFlushedBeforeTheirStepStillCount) {
-  // The recorder writes a step's parts as they end, and its span after them: a flush (and a
-  // live poll) can fall in between. The live evaluator must join them as the offline one does.
-  const std::string dir = TempDir("live_parts");
-  model::RunMetadata meta;
-  meta.run_id = "live-parts";
-  meta.start_ns = kStart;
-  ASSERT_TRUE(store::WriteRunMetadata(dir, meta).ok());
-  model::NodeInfo info;
-  info.node = "algo-1";
-  info.cpu_cores = 8;
-  auto writer = store::OpenNodeWriter(dir, info);
-  ASSERT_TRUE(writer.ok());
-  auto live = LiveEvaluator::Open(dir, RuleConfig{});
-  ASSERT_TRUE(live.ok()) << live.status().message();
-  auto span = [&](const char* category, int64_t step, int64_t start, int64_t duration) {
+// A run being recorded (run.json and node algo-1 of 8 cores) and a live evaluator on it; Span
+// appends one train-mode event of process 4321 to its store.
+struct LiveRun {
+  std::string dir;
+  std::unique_ptr<store::NodeStoreWriter> writer;
+  std::unique_ptr<LiveEvaluator> live;
+
+  static LiveRun Start(const std::string& name, const RuleConfig& config) {
+    LiveRun r;
+    r.dir = TempDir(name);
+    model::RunMetadata meta;
+    meta.run_id = name;
+    meta.start_ns = kStart;
+    TP_CHECK(store::WriteRunMetadata(r.dir, meta).ok());
+    model::NodeInfo info;
+    info.node = "algo-1";
+    info.cpu_cores = 8;
+    auto writer = store::OpenNodeWriter(r.dir, info);
+    TP_CHECK(writer.ok());
+    r.writer = std::move(*writer);
+    auto live = LiveEvaluator::Open(r.dir, config);
+    TP_CHECK(live.ok());
+    r.live = std::move(*live);
+    return r;
+  }
+  void Span(const char* category, int64_t step, int64_t start, int64_t duration) {
     model::Event e;
     e.name = category;
     e.category = category;
@@ -302,24 +312,36 @@ TEST(LiveEvaluatorTest, StepPartsFlushedBeforeTheirStepStillCount) {
     e.duration_ns = duration;
     e.pid = e.tid = 4321;
     e.rank = 0;
-    (*writer)->AppendEvent(std::move(e));
+    writer->AppendEvent(std::move(e));
+  }
+};
+
+TEST(LiveEvaluatorTest, StepPartsFlushedBeforeTheirStepStillCount) {
+  // The recorder writes a step's parts as they end, and its span after them: a flush (and a
+  // live poll) can fall in between. The live evaluator must join them as the offline one does.
+  LiveRun run = LiveRun::Start("live_parts", RuleConfig{});
+  const std::string& dir = run.dir;
+  auto& writer = run.writer;
+  auto& live = run.live;
+  auto span = [&](const char* category, int64_t step, int64_t start, int64_t duration) {
+    run.Span(category, step, start, duration);
   };
   for (int64_t s = 0; s < 200; ++s) {
     const int64_t t = kStart + s * 100 * kMs;
     span("data_wait", s, t, 60 * kMs);  // the loop waits 60 % of each step
     span("forward", s, t + 60 * kMs, 15 * kMs);
     span("backward", s, t + 75 * kMs, 25 * kMs);
-    ASSERT_TRUE((*writer)->Flush().ok());
-    ASSERT_TRUE((*live)->Poll().ok());
+    ASSERT_TRUE(writer->Flush().ok());
+    ASSERT_TRUE(live->Poll().ok());
     span("step", s, t, 100 * kMs);
     if (s % 7 == 0) {
-      ASSERT_TRUE((*writer)->Flush().ok());
-      ASSERT_TRUE((*live)->Poll().ok());
+      ASSERT_TRUE(writer->Flush().ok());
+      ASSERT_TRUE(live->Poll().ok());
     }
   }
-  ASSERT_TRUE((*writer)->Close().ok());
-  ASSERT_TRUE((*live)->Finish().ok());
-  EXPECT_EQ((*live)->stats().steps_read, 200);
+  ASSERT_TRUE(writer->Close().ok());
+  ASSERT_TRUE(live->Finish().ok());
+  EXPECT_EQ(live->stats().steps_read, 200);
 
   auto reader = store::RunReader::Open(dir);
   ASSERT_TRUE(reader.ok());
@@ -329,7 +351,7 @@ TEST(LiveEvaluatorTest, StepPartsFlushedBeforeTheirStepStillCount) {
   bool starved = false;
   for (const auto& r : offline_results) starved |= r.name == "DataLoaderStarvation" && r.triggered;
   EXPECT_TRUE(starved);
-  EXPECT_EQ(ResultsToJson((*live)->engine().Results()).dump(1),
+  EXPECT_EQ(ResultsToJson(live->engine().Results()).dump(1),
             ResultsToJson(offline_results).dump(1));
 }
 
@@ -337,48 +359,31 @@ TEST(LiveEvaluatorTest, AFirstStepLongerThanTheInitialisationLimitIsNoSlowStart)
   // The first step begins 10 s into the job and ends 90 s later; MaxInitializationTime's limit
   // is 1 minute. Its parts, written as they end, tell the live rules that it began: no finding
   // live or offline, and the same results both ways.
-  const std::string dir = TempDir("live_first_step");
-  model::RunMetadata meta;
-  meta.run_id = "live-first-step";
-  meta.start_ns = kStart;
-  ASSERT_TRUE(store::WriteRunMetadata(dir, meta).ok());
-  model::NodeInfo info;
-  info.node = "algo-1";
-  info.cpu_cores = 8;
-  auto writer = store::OpenNodeWriter(dir, info);
-  ASSERT_TRUE(writer.ok());
   RuleConfig config;
   config.rules = {"MaxInitializationTime"};
   ASSERT_TRUE(ApplyParamOverride("MaxInitializationTime.threshold=1", &config).ok());
-  auto live = LiveEvaluator::Open(dir, config);
-  ASSERT_TRUE(live.ok()) << live.status().message();
+  LiveRun run = LiveRun::Start("live_first_step", config);
+  const std::string& dir = run.dir;
+  auto& writer = run.writer;
+  auto& live = run.live;
   auto span = [&](const char* category, int64_t start, int64_t duration) {
-    model::Event e;
-    e.name = category;
-    e.category = category;
-    e.mode = "train";
-    e.step = 0;
-    e.start_ns = start;
-    e.duration_ns = duration;
-    e.pid = e.tid = 4321;
-    e.rank = 0;
-    (*writer)->AppendEvent(std::move(e));
+    run.Span(category, 0, start, duration);
   };
-  const store::SeriesId cpu = (*writer)->Series("cpu_utilization_ratio", "total");
+  const store::SeriesId cpu = writer->Series("cpu_utilization_ratio", "total");
   std::vector<model::Finding> live_findings;
   for (int64_t second = 0; second <= 150; ++second) {
     const int64_t t = kStart + second * kSec;
-    (*writer)->Append(cpu, t, 0.5);
+    writer->Append(cpu, t, 0.5);
     if (second == 12) span("data_wait", kStart + 10 * kSec, 2 * kSec);
     if (second == 30) span("forward", kStart + 12 * kSec, 18 * kSec);
     if (second == 100) span("step", kStart + 10 * kSec, 90 * kSec);
-    ASSERT_TRUE((*writer)->Flush().ok());
-    auto found = (*live)->Poll();
+    ASSERT_TRUE(writer->Flush().ok());
+    auto found = live->Poll();
     ASSERT_TRUE(found.ok());
     live_findings.insert(live_findings.end(), found->begin(), found->end());
   }
-  ASSERT_TRUE((*writer)->Close().ok());
-  auto rest = (*live)->Finish();
+  ASSERT_TRUE(writer->Close().ok());
+  auto rest = live->Finish();
   ASSERT_TRUE(rest.ok());
   live_findings.insert(live_findings.end(), rest->begin(), rest->end());
   EXPECT_TRUE(live_findings.empty()) << live_findings.front().message;
@@ -390,7 +395,7 @@ TEST(LiveEvaluatorTest, AFirstStepLongerThanTheInitialisationLimitIsNoSlowStart)
   ASSERT_EQ(results.size(), 1u);
   EXPECT_FALSE(results[0].triggered);
   EXPECT_EQ(results[0].details["first_step_ns"], kStart + 10 * kSec);
-  EXPECT_EQ(ResultsToJson((*live)->engine().Results()).dump(1), ResultsToJson(results).dump(1));
+  EXPECT_EQ(ResultsToJson(live->engine().Results()).dump(1), ResultsToJson(results).dump(1));
 }
 
 TEST(EngineTest, UnknownRulesParametersAndActionsAreUsageErrors) {
